@@ -1,0 +1,1 @@
+"""Prometheus exporter for SGLang speculative-decoding log lines."""

@@ -1,0 +1,239 @@
+"""Turn chunks of complete log lines into state updates, fast.
+
+The reference parser (parser.py) reads one line at a time. Most of an SGLang log is stats lines of
+one layout printed by one rank, so for a chunk whose stats lines all share the layout ("shape") and
+rank of the last ones parsed, one regex `findall` per kind over the whole chunk (in C) extracts the
+few values every window feeds into histograms and counters. Gauges only show the last window, so
+they are set from the chunk's last line through the reference parser. Anything else (a new shape,
+several ranks, non-ASCII bytes, a line a shape regex misses) takes the reference parser for that
+chunk, which also learns the new shapes. A property test keeps the two paths equal.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from bisect import bisect_left
+from collections import Counter
+from functools import partial
+from itertools import compress
+
+from specserve.buckets import concurrency_bucket
+
+from .histogram import Histogram
+from .parser import (
+    DECODE_MARKER,
+    EXPORTED_FIELDS,
+    FIELD_NAMES,
+    GRAPH_LABELS,
+    MAX_LINE_BYTES,
+    PREFILL_MARKER,
+    Kind,
+    Ranks,
+    Rejected,
+    StatsLine,
+    parse_line,
+)
+from .state import LogState
+
+_TP_RANK = re.compile(rb" TP\d+$")
+# What parser._number accepts, possessive so a mismatch fails fast.
+_NUMBER = rb"\d++(?:\.\d++)?"
+# The values read from every line, per kind; everything else comes from the chunk's last line.
+_CAPTURED: dict[Kind, tuple[bytes, ...]] = {
+    Kind.DECODE: (b"#running-req", b"accept len", b"gen throughput (token/s)"),
+    Kind.PREFILL: (b"#new-token", b"#cached-token"),
+}
+_MARKER = {Kind.DECODE: DECODE_MARKER, Kind.PREFILL: PREFILL_MARKER}
+
+
+class Shape:
+    """A compiled regex for one exact stats-line layout: field names, order, separators."""
+
+    __slots__ = ("bracketed", "captured", "rank_tail", "regex", "unknown_fields")
+
+    def __init__(self, kind: Kind, line: bytes, parsed: StatsLine) -> None:
+        marker = _MARKER[kind]
+        head = re.search(re.escape(marker) + rb"( ?\[\d+\])?([.,]?) ", line)
+        if head is None:
+            raise ValueError("no stats-line head")
+        prefix = line[: head.start()]
+        # Rank part: the text between the timestamp and "] " (" TP0"), or nothing.
+        inner = prefix[:-2] if prefix.endswith(b"] ") else b""
+        tail = inner[inner.rfind(b" "):] if inner else b""
+        self.rank_tail = tail if _TP_RANK.match(tail) else b""
+        counter = rb"(?: ?\[\d+\])?" if head.group(1) else b""
+        body = line[head.end():].rstrip(b"\r\n").rstrip(b" ").rstrip(b",")
+        parts: list[bytes] = []
+        captured: list[bytes] = []
+        self.unknown_fields = parsed.unknown_fields
+        for part in body.split(b", "):
+            name, sep, raw = part.partition(b": ")
+            if not sep:
+                parts.append(re.escape(part))  # an unknown bare word: must stay the same text
+                continue
+            key = re.escape(name) + b": "
+            if name in _CAPTURED[kind]:
+                parts.append(key + b"(" + _NUMBER + b")")
+                captured.append(name)
+            elif FIELD_NAMES.get(name) in EXPORTED_FIELDS:
+                parts.append(key + _NUMBER + (b"%" if raw.endswith(b"%") else b""))
+            elif name in GRAPH_LABELS:
+                parts.append(key + rb"(?:True|False)")
+            else:
+                parts.append(key + rb"[^,\n]*+")
+        self.captured = tuple(captured)
+        if prefix.endswith(b"] "):
+            # The regex starts with a literal, so the C engine can skip to it, then a fixed-width
+            # look-behind checks the char before the rank part is the timestamp's last digit:
+            # " DP1 TP0] Decode" must not pass for " TP0] Decode".
+            literal = re.escape(self.rank_tail + b"] " + marker)
+            pattern = literal + rb"(?<=\d" + literal + b")"
+        else:
+            pattern = re.escape(marker)
+        self.bracketed = prefix.endswith(b"] ")
+        pattern += counter + re.escape(head.group(2)) + b" "
+        # Every byte up to the end of the line must be accounted for, or it is not this shape.
+        self.regex = re.compile(
+            pattern + b", ".join(parts) + rb"(?:, ?| )?\r?$", re.MULTILINE
+        )
+
+    def index(self, name: bytes) -> int:
+        return self.captured.index(name) if name in self.captured else -1
+
+
+class Ingestor:
+    def __init__(self, state: LogState) -> None:
+        self.state = state
+        self._shapes: dict[Kind, Shape] = {}
+        self._ranks: Ranks | None = None
+        self._buckets: dict[bytes, str] = {}
+
+    def feed(self, chunk: bytes, now: float | None = None) -> None:
+        """`chunk` holds complete lines, each ending with b"\\n"."""
+        if not chunk:
+            return
+        now = time.time() if now is None else now
+        n_lines = chunk.count(b"\n")
+        with self.state.lock:
+            self.state.lines_read += n_lines
+            if not self._fast(chunk, n_lines, now):
+                self._slow(chunk, now)
+
+    # --- the reference path ----------------------------------------------------------------
+
+    def _slow(self, chunk: bytes, now: float) -> None:
+        state = self.state
+        last: dict[Kind, tuple[bytes, StatsLine]] = {}
+        for line in chunk.split(b"\n")[:-1]:
+            result = parse_line(line)
+            if result is None:
+                state.lines_ignored += 1
+            elif isinstance(result, Rejected):
+                state.rejected[result.reason] += 1
+            else:
+                state.observe(result, now)
+                last[result.kind] = (line, result)
+        self._learn(last)
+
+    def _learn(self, last: dict[Kind, tuple[bytes, StatsLine]]) -> None:
+        ranks = {parsed.ranks for _, parsed in last.values()}
+        if len(ranks) != 1:
+            if last:
+                self._shapes.clear()
+            return
+        self._ranks = ranks.pop()
+        for kind, (line, parsed) in last.items():
+            if len(line) > MAX_LINE_BYTES:
+                self._shapes.pop(kind, None)
+                continue
+            try:
+                self._shapes[kind] = Shape(kind, line, parsed)
+            except (ValueError, re.error):
+                self._shapes.pop(kind, None)
+
+    # --- the fast path ---------------------------------------------------------------------
+
+    def _fast(self, chunk: bytes, n_lines: int, now: float) -> bool:
+        ranks = self._ranks
+        if ranks is None or not chunk.isascii():
+            return False
+        found: dict[Kind, list[tuple[bytes, ...]]] = {}
+        for kind, marker in _MARKER.items():
+            n_marked = chunk.count(marker)
+            if not n_marked:
+                continue
+            shape = self._shapes.get(kind)
+            if shape is None:
+                return False
+            if not shape.bracketed and b"] " + marker in chunk:
+                return False  # a custom-prefix shape must not swallow default-format lines
+            matches = shape.regex.findall(chunk)
+            if len(matches) != n_marked:
+                return False
+            found[kind] = matches
+        # Every check passed: only now change state, so a fallback never counts a line twice.
+        state = self.state
+        n_stats = 0
+        for kind, matches in found.items():
+            n_stats += len(matches)
+            shape = self._shapes[kind]
+            last = parse_line(_last_line_containing(chunk, _MARKER[kind]))
+            assert isinstance(last, StatsLine)  # it matched the shape, so it parses
+            state.parsed[kind] += len(matches)
+            state.unknown_fields += shape.unknown_fields * len(matches)
+            if kind is Kind.DECODE:
+                self._observe_decode(shape, ranks, matches)
+                state.set_last(last, state.decode_series(ranks), now)
+            else:
+                self._observe_prefill(shape, ranks, matches, last)
+        state.lines_ignored += n_lines - n_stats
+        return True
+
+    def _observe_decode(
+        self, shape: Shape, ranks: Ranks, matches: list[tuple[bytes, ...]]
+    ) -> None:
+        # Columns first (zip and map run in C), then one pass per histogram.
+        columns = list(zip(*matches, strict=True))
+        state = self.state
+        buckets = self._buckets
+        running = columns[shape.index(b"#running-req")]
+        for value in set(running).difference(buckets):
+            buckets[value] = concurrency_bucket(int(value))
+        labels = list(map(buckets.__getitem__, running))
+        throughputs = list(map(float, columns[shape.index(b"gen throughput (token/s)")]))
+        distinct = set(labels)
+        if len(distinct) == 1:
+            _add(state.throughput_histogram(ranks, labels[0]), throughputs)
+        else:
+            for label in distinct:
+                _add(
+                    state.throughput_histogram(ranks, label),
+                    list(compress(throughputs, map(label.__eq__, labels))),
+                )
+        i_accept = shape.index(b"accept len")
+        if i_accept >= 0:
+            _add(state.decode_series(ranks).accept_length, list(map(float, columns[i_accept])))
+
+    def _observe_prefill(
+        self, shape: Shape, ranks: Ranks, matches: list[tuple[bytes, ...]], last: StatsLine
+    ) -> None:
+        series = self.state.prefill_series(ranks)
+        i_new, i_cached = shape.index(b"#new-token"), shape.index(b"#cached-token")
+        series.new_tokens += sum(float(m[i_new]) for m in matches)
+        if i_cached >= 0:
+            series.cached_tokens += sum(float(m[i_cached]) for m in matches)
+        if "input_throughput" in last.values:
+            series.last_input_throughput = last.values["input_throughput"]
+
+
+def _add(hist: Histogram, values: list[float]) -> None:
+    for index, count in Counter(map(partial(bisect_left, hist.bounds), values)).items():
+        hist.counts[index] += count
+    hist.sum += sum(values)
+
+
+def _last_line_containing(chunk: bytes, marker: bytes) -> bytes:
+    pos = chunk.rfind(marker)
+    start = chunk.rfind(b"\n", 0, pos) + 1
+    return chunk[start: chunk.find(b"\n", pos)]

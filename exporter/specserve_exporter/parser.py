@@ -1,0 +1,226 @@
+"""Parse one SGLang scheduler stats line (Decode or Prefill batch) into typed fields.
+
+This is the reference parser: it reads every variant in docs/log-formats.md field by field, so
+it knows each field it meets and counts the ones it does not. `fastpath` parses whole chunks
+faster but must agree with this module on every line (a property test holds them together).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class Kind(StrEnum):
+    DECODE = "decode"
+    PREFILL = "prefill"
+
+
+class Reason(StrEnum):
+    """Why a stats line was rejected; the `reason` label of lines_rejected_total."""
+
+    MISSING_FIELD = "missing_field"  # a Decode line without #running-req or gen throughput
+    BAD_VALUE = "bad_value"  # a known field whose value does not parse
+    MALFORMED = "malformed"  # looks like a stats line but has no field list
+    INVALID_UTF8 = "invalid_utf8"  # bytes that are not UTF-8 inside a stats line
+    TOO_LONG = "too_long"  # a line over the exporter's line-length limit
+
+
+@dataclass(frozen=True, slots=True)
+class Ranks:
+    dp: str = "0"
+    tp: str = "0"
+    pp: str = "0"
+
+
+NO_RANKS = Ranks()
+
+
+@dataclass(slots=True)
+class StatsLine:
+    kind: Kind
+    ranks: Ranks
+    # Known fields, by the exporter's own field names (see FIELD_NAMES).
+    values: dict[str, float] = field(default_factory=dict)
+    graph: str | None = None  # "cuda", "cpu", ... when the line names a graph state
+    graph_on: bool | None = None
+    unknown_fields: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Rejected:
+    reason: Reason
+    line: bytes
+
+
+# SGLang's printed field names -> (exporter field name, converter).
+# Integers are parsed as float: every value ends up in a Prometheus sample anyway.
+FIELD_NAMES: dict[bytes, str] = {
+    b"#running-req": "running_requests",
+    b"#queue-req": "queued_requests",
+    b"#token": "tokens",
+    b"token usage": "token_usage",
+    b"#full token": "full_tokens",
+    b"full token usage": "full_token_usage",
+    b"#swa token": "swa_tokens",
+    b"swa token usage": "swa_token_usage",
+    b"mamba num": "mamba_num",
+    b"mamba usage": "mamba_usage",
+    b"#gpu token": "gpu_tokens",
+    b"gpu token usage": "gpu_token_usage",
+    b"#cpu token": "cpu_tokens",
+    b"cpu token usage": "cpu_token_usage",
+    b"accept len": "accept_length",
+    b"accept rate": "accept_rate",
+    b"gen throughput (token/s)": "gen_throughput",
+    b"input throughput (token/s)": "input_throughput",
+    b"pre-allocated usage": "preallocated_usage",
+    b"#retracted-req": "retracted_requests",
+    b"#prealloc-req": "prealloc_requests",
+    b"#transfer-req": "transfer_requests",
+    b"#new-seq": "new_seqs",
+    b"#new-token": "new_tokens",
+    b"#cached-token": "cached_tokens",
+    b"#pending-token": "pending_tokens",
+    b"#bootstrap-req": "bootstrap_requests",
+    b"#inflight-req": "inflight_requests",
+    b"waiting-image-req": "waiting_image_requests",
+    b"est. decode TFLOPS/s (per GPU)": "decode_tflops_per_gpu",
+    b"est. read BW (GB/s per GPU)": "read_bw_gbps_per_gpu",
+    b"est. write BW (GB/s per GPU)": "write_bw_gbps_per_gpu",
+    b"fwd occupancy": "fwd_occupancy",
+}
+GRAPH_LABELS: dict[bytes, str] = {
+    b"cuda graph": "cuda",
+    b"cpu graph": "cpu",
+    b"npu graph": "npu",
+    b"musa graph": "musa",
+}
+# The fields the exporter turns into metrics. Their values must be numbers or the line is
+# rejected (bad_value); other known fields are recognised (not counted as unknown) but not checked.
+EXPORTED_FIELDS: frozenset[str] = frozenset({
+    "running_requests", "queued_requests", "token_usage", "full_token_usage", "swa_token_usage",
+    "mamba_usage", "gpu_token_usage", "cpu_token_usage", "accept_length", "accept_rate",
+    "gen_throughput", "input_throughput", "new_tokens", "cached_tokens",
+})
+# Fields whose value is not a number, known but not exported.
+TEXT_FIELDS: frozenset[bytes] = frozenset({b"timestamp"})
+
+REQUIRED: dict[Kind, tuple[str, ...]] = {
+    Kind.DECODE: ("running_requests", "gen_throughput"),
+    Kind.PREFILL: ("new_tokens",),
+}
+
+# After "Decode batch"/"Prefill batch": optional iteration counter "[1234]", "." or ",", a space.
+_HEAD_TAIL = re.compile(rb"(?: ?\[\d+\])?[.,]? ")
+# The prefix SGLang's default format puts before the message: "[time ranks] ".
+_PREFIX = re.compile(rb"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?((?: [A-Z_]+\d+)*)\] $")
+_RANK = re.compile(rb"([A-Z_]+?)(\d+)")
+_RANK_LABELS: dict[bytes, str] = {b"DP": "dp", b"TP": "tp", b"PP": "pp"}
+_rank_cache: dict[bytes, Ranks] = {}
+
+MAX_LINE_BYTES = 64 * 1024
+DECODE_MARKER = b"Decode batch"
+PREFILL_MARKER = b"Prefill batch"
+
+
+def parse_ranks(rank_part: bytes) -> Ranks:
+    """' DP1 TP0' -> Ranks(dp='1', tp='0'). Ranks other than DP/TP/PP do not become labels:
+    only the first attention-TP rank of each DP group prints, so dp/tp/pp identify a series."""
+    found: dict[str, str] = {}
+    for name, number in _RANK.findall(rank_part):
+        label = _RANK_LABELS.get(name)
+        if label is not None:
+            found[label] = number.decode()
+    return Ranks(**found) if found else NO_RANKS
+
+
+def ranks_of_prefix(prefix: bytes) -> Ranks:
+    """Ranks from the text before the message ("[2026-02-23 17:53:14 DP0 TP0] ")."""
+    # Key on the part after the date and time: it is what varies between ranks.
+    cacheable = prefix[:1] == b"[" and prefix[14:15] == b":"
+    ranks = _rank_cache.get(prefix[20:]) if cacheable else None
+    if ranks is not None:
+        return ranks
+    match = _PREFIX.match(prefix)
+    # With a custom SGLANG_LOGGING_CONFIG_PATH the prefix is unknown; the message still parses.
+    ranks = parse_ranks(match.group(1)) if match else NO_RANKS
+    if cacheable and len(_rank_cache) < 4096:
+        _rank_cache[prefix[20:]] = ranks
+    return ranks
+
+
+def is_stats_line(line: bytes) -> bool:
+    return DECODE_MARKER in line or PREFILL_MARKER in line
+
+
+def parse_line(line: bytes) -> StatsLine | Rejected | None:
+    """Parse a Decode/Prefill stats line. None: not a stats line (an HTTP access line, a warning).
+
+    Never raises: anything unexpected in a stats line is a Rejected with its reason.
+    """
+    start = line.find(DECODE_MARKER)
+    if start >= 0:
+        kind, end = Kind.DECODE, start + len(DECODE_MARKER)
+    else:
+        start = line.find(PREFILL_MARKER)
+        if start < 0:
+            return None
+        kind, end = Kind.PREFILL, start + len(PREFILL_MARKER)
+    line = line.rstrip(b"\r\n")
+    if len(line) > MAX_LINE_BYTES:
+        return Rejected(Reason.TOO_LONG, line[:200])
+    head = _HEAD_TAIL.match(line, end)
+    if head is None:
+        return Rejected(Reason.MALFORMED, line)
+    if not line.isascii():
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError:
+            return Rejected(Reason.INVALID_UTF8, line)
+    ranks = ranks_of_prefix(line[:start]) if start else NO_RANKS
+    body = line[head.end():].strip().rstrip(b",").strip()
+    if not body:
+        return Rejected(Reason.MALFORMED, line)
+    parsed = StatsLine(kind=kind, ranks=ranks)
+    values = parsed.values
+    for part in body.split(b", "):
+        name, sep, raw = part.partition(b": ")
+        if not sep:
+            parsed.unknown_fields += 1
+            continue
+        key = FIELD_NAMES.get(name)
+        if key is not None:
+            if key not in EXPORTED_FIELDS:
+                continue
+            number = _number(raw.strip())
+            if number is None:
+                return Rejected(Reason.BAD_VALUE, line)
+            values[key] = number
+        elif name in GRAPH_LABELS:
+            raw = raw.strip()
+            if raw not in (b"True", b"False"):
+                return Rejected(Reason.BAD_VALUE, line)
+            parsed.graph = GRAPH_LABELS[name]
+            parsed.graph_on = raw == b"True"
+        elif name not in TEXT_FIELDS:
+            parsed.unknown_fields += 1
+    for required in REQUIRED[kind]:
+        if required not in values:
+            return Rejected(Reason.MISSING_FIELD, line)
+    return parsed
+
+
+def _number(raw: bytes) -> float | None:
+    # "fwd occupancy: 87.5%" carries a percent sign; every other value is a plain number.
+    if raw.endswith(b"%"):
+        raw = raw[:-1]
+    try:
+        value = float(raw)
+    except ValueError:
+        return None
+    # SGLang prints no negative, NaN or infinite value: such a value means a corrupted line.
+    if value != value or value < 0 or value == float("inf"):
+        return None
+    return value

@@ -1,0 +1,1 @@
+"""Log sources: each one follows a stream of SGLang output and hands complete lines to a sink."""

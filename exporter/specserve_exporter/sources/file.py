@@ -1,0 +1,140 @@
+"""Follow a file like `tail -F`, modelled on google/mtail's tailer.
+
+Polling, not inotify: it works on every filesystem (overlay, NFS, bind mounts into containers) and
+one stat() per interval is nothing next to SGLang's output rate. Handles: start at the end (default)
+or the beginning; the file missing at start, deleted, or recreated; rotation by rename + create
+(the old file is read to its end first); copytruncate and truncation (restart from offset 0); a
+partial last line (held until its newline arrives, or passed on when the file is rotated away);
+permission errors (reported, retried).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+from .base import LineBuffer, LineSink, Source, SourceState
+
+READ_SIZE = 4 * 1024 * 1024
+
+
+class FileSource(Source):
+    kind = "file"
+
+    def __init__(
+        self,
+        path: Path,
+        sink: LineSink,
+        *,
+        from_beginning: bool = False,
+        poll_interval: float = 0.1,
+    ) -> None:
+        super().__init__()
+        self.path = path
+        self.poll_interval = poll_interval
+        self._from_beginning = from_beginning
+        self._buffer = LineBuffer(sink)
+        self._file: object | None = None
+        self._fd: int | None = None
+        self._ino: tuple[int, int] | None = None
+        self._offset = 0
+        self._first_open = True
+
+    def run(self) -> None:
+        try:
+            while not self.stop_event.is_set():
+                self.poll_once()
+                self.stop_event.wait(self.poll_interval)
+            self.poll_once()  # lines written just before a stop still count
+        finally:
+            self._close()
+            self.set_state(SourceState.STOPPED)
+
+    def poll_once(self) -> None:
+        """One round: (re)open when needed, read what is new, notice rotation and truncation."""
+        if self._fd is None and not self._open():
+            return
+        self._read_available()
+        self._check_rotation_and_truncation()
+
+    # --- internals -------------------------------------------------------------------------
+
+    def _open(self) -> bool:
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            self.set_state(SourceState.WAITING, f"{self.path} does not exist (yet)")
+            return False
+        except PermissionError:
+            self.set_state(
+                SourceState.ERROR,
+                f"permission denied reading {self.path}: give the exporter's user read access",
+            )
+            return False
+        except OSError as exc:
+            self.set_state(SourceState.ERROR, f"cannot open {self.path}: {exc.strerror}")
+            return False
+        st = os.fstat(fd)
+        self._fd, self._ino = fd, (st.st_dev, st.st_ino)
+        # Only the very first file may be skipped to its end: a file that appears later (after a
+        # rotation or while the exporter waited) is new output and is read from its start.
+        if self._first_open and not self._from_beginning:
+            self._offset = st.st_size
+        else:
+            self._offset = 0
+        if not self._first_open:
+            self.count_reopen()
+        self._first_open = False
+        self.set_state(SourceState.FOLLOWING, str(self.path))
+        return True
+
+    def _read_available(self) -> None:
+        assert self._fd is not None
+        while True:
+            try:
+                data = os.pread(self._fd, READ_SIZE, self._offset)
+            except OSError as exc:
+                if exc.errno == errno.EINTR:
+                    continue
+                self.set_state(SourceState.ERROR, f"read error on {self.path}: {exc.strerror}")
+                self._close()
+                return
+            if not data:
+                return
+            self._offset += len(data)
+            self._buffer.write(data)
+
+    def _check_rotation_and_truncation(self) -> None:
+        assert self._fd is not None
+        size = os.fstat(self._fd).st_size
+        if size < self._offset:
+            # copytruncate or `> file`: what we had read is gone; start again from the top.
+            self._buffer.flush()
+            self._offset = 0
+            self.count_reopen()
+            self._read_available()
+            return
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            # Renamed away or deleted: whatever the old file still had was read above.
+            # Wait for the path to come back, reading it from its start when it does.
+            self._buffer.flush()
+            self._close()
+            self.set_state(SourceState.WAITING, f"{self.path} was removed or rotated away")
+            return
+        except OSError:
+            return
+        if (st.st_dev, st.st_ino) != self._ino:
+            # Rotated by rename + create: drain the old file, then switch to the new one.
+            self._read_available()
+            self._buffer.flush()
+            self._close()
+            if self._open():
+                self._read_available()
+
+    def _close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None

@@ -1,0 +1,1 @@
+"""specserve: one deployment profile for SGLang + EAGLE-3, validated and rendered once."""
