@@ -14,6 +14,7 @@ from collections.abc import Sequence
 # Order is the order in `specserve --help`.
 SUBCOMMAND_MODULES: tuple[str, ...] = (
     "specserve.profile.cli",
+    "specserve.monitoring.cli",
     "specserve.nccl.cli",
 )
 

@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import re
 import time
-from bisect import bisect_left
-from collections import Counter
-from functools import partial
+from bisect import bisect_right
 from itertools import compress
 
 from specserve.buckets import concurrency_bucket
@@ -44,6 +42,8 @@ _CAPTURED: dict[Kind, tuple[bytes, ...]] = {
     Kind.DECODE: (b"#running-req", b"accept len", b"gen throughput (token/s)"),
     Kind.PREFILL: (b"#new-token", b"#cached-token"),
 }
+# How much of a chunk the reference path reads before the fast path is tried again.
+_SLOW_PIECE_BYTES = 64 * 1024
 _MARKER = {Kind.DECODE: DECODE_MARKER, Kind.PREFILL: PREFILL_MARKER}
 
 
@@ -103,6 +103,12 @@ class Shape:
             pattern + b", ".join(parts) + rb"(?:, ?| )?\r?$", re.MULTILINE
         )
 
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Shape) and other.regex.pattern == self.regex.pattern
+
+    def __hash__(self) -> int:
+        return hash(self.regex.pattern)
+
     def index(self, name: bytes) -> int:
         return self.captured.index(name) if name in self.captured else -1
 
@@ -119,11 +125,24 @@ class Ingestor:
         if not chunk:
             return
         now = time.time() if now is None else now
-        n_lines = chunk.count(b"\n")
         with self.state.lock:
-            self.state.lines_read += n_lines
-            if not self._fast(chunk, n_lines, now):
-                self._slow(chunk, now)
+            while chunk:
+                n_lines = chunk.count(b"\n")
+                if self._fast(chunk, n_lines, now):
+                    self.state.lines_read += n_lines
+                    return
+                # Read a small piece line by line (which learns new shapes), then try the fast
+                # path again on the rest, unless the piece taught nothing new: then the rest is
+                # not of a learnable shape (several ranks, damaged lines) and all of it goes slow.
+                learned = dict(self._shapes)
+                cut = chunk.find(b"\n", _SLOW_PIECE_BYTES) + 1 or len(chunk)
+                piece, chunk = chunk[:cut], chunk[cut:]
+                self.state.lines_read += piece.count(b"\n")
+                self._slow(piece, now)
+                if self._shapes == learned:
+                    self.state.lines_read += chunk.count(b"\n")
+                    self._slow(chunk, now)
+                    return
 
     # --- the reference path ----------------------------------------------------------------
 
@@ -233,8 +252,15 @@ class Ingestor:
 
 
 def _add(hist: Histogram, values: list[float]) -> None:
-    for index, count in Counter(map(partial(bisect_left, hist.bounds), values)).items():
-        hist.counts[index] += count
+    # Sorting runs in C; then one bisect per bucket bound gives every bucket's count.
+    ordered = sorted(values)
+    previous = 0
+    counts = hist.counts
+    for index, bound in enumerate(hist.bounds):
+        upto = bisect_right(ordered, bound, previous)
+        counts[index] += upto - previous
+        previous = upto
+    counts[-1] += len(ordered) - previous
     hist.sum += sum(values)
 
 

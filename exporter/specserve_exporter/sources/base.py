@@ -43,6 +43,9 @@ class LineBuffer:
     def write(self, data: bytes) -> None:
         if not data:
             return
+        if not self._pending and data.endswith(b"\n"):
+            self._sink(data)  # the common case for files: no copy
+            return
         data = self._pending + data
         cut = data.rfind(b"\n") + 1
         if cut:

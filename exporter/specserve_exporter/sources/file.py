@@ -40,6 +40,16 @@ class FileSource(Source):
         self._ino: tuple[int, int] | None = None
         self._offset = 0
         self._first_open = True
+        # Where "start at the end" points: the file's identity and size when the exporter
+        # started. Taken with stat(), which needs no read permission, so lines written while
+        # the file was missing or unreadable are not skipped once it can be opened.
+        self._start_point: tuple[tuple[int, int], int] | None = None
+        if not from_beginning:
+            try:
+                st = os.stat(path)
+                self._start_point = ((st.st_dev, st.st_ino), st.st_size)
+            except OSError:
+                pass  # missing at start: when it appears, all of it is new output
 
     def run(self) -> None:
         try:
@@ -77,10 +87,12 @@ class FileSource(Source):
             return False
         st = os.fstat(fd)
         self._fd, self._ino = fd, (st.st_dev, st.st_ino)
-        # Only the very first file may be skipped to its end: a file that appears later (after a
-        # rotation or while the exporter waited) is new output and is read from its start.
-        if self._first_open and not self._from_beginning:
-            self._offset = st.st_size
+        # Only the file that was there at start may be skipped, and only to where it ended then:
+        # a file that appears later (after a rotation or while the exporter waited) is new
+        # output and is read from its start.
+        start, self._start_point = self._start_point, None
+        if self._first_open and start is not None and start[0] == self._ino:
+            self._offset = min(start[1], st.st_size)
         else:
             self._offset = 0
         if not self._first_open:
@@ -118,8 +130,9 @@ class FileSource(Source):
         try:
             st = os.stat(self.path)
         except FileNotFoundError:
-            # Renamed away or deleted: whatever the old file still had was read above.
-            # Wait for the path to come back, reading it from its start when it does.
+            # Renamed away or deleted: drain what the old file got between the read above and
+            # the rename, then wait for the path to come back, reading it from its start.
+            self._read_available()
             self._buffer.flush()
             self._close()
             self.set_state(SourceState.WAITING, f"{self.path} was removed or rotated away")

@@ -1,0 +1,90 @@
+"""`specserve-launch [PROFILE]`: the SGLang image's entrypoint.
+
+Validates the profile, prints the rendered command (API key redacted), then execs the server so
+it keeps this PID and receives the container's signals directly. With `logging.file` set, a
+forked tee child copies the output to stdout and a size-rotated file first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from specserve.profile.checks import CheckOptions, run_checks
+from specserve.profile.issues import errors
+from specserve.profile.loader import ProfileError, load_profile
+from specserve.profile.logtee import start_tee
+from specserve.profile.render import SecretError, argv_with_secret, format_shell, render
+from specserve.profile.report import format_text
+
+DEFAULT_PROFILE = "/etc/specserve/profile.yaml"
+PROFILE_ENV = "SPECSERVE_PROFILE"
+EXIT_ERRORS, EXIT_USAGE = 1, 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="specserve-launch",
+        description="Validate a deployment profile, print the command, and exec SGLang.",
+    )
+    parser.add_argument(
+        "profile",
+        nargs="?",
+        type=Path,
+        default=None,
+        help=f"profile YAML (default: ${PROFILE_ENV}, else {DEFAULT_PROFILE})",
+    )
+    parser.add_argument(
+        "--dry-run", action="store_true", help="validate and print the command, do not start it"
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    path = args.profile or Path(os.environ.get(PROFILE_ENV) or DEFAULT_PROFILE)
+    if not path.is_file():
+        sys.stderr.write(f"specserve-launch: profile {path} not found (set ${PROFILE_ENV})\n")
+        return EXIT_USAGE
+    try:
+        profile = load_profile(path)
+    except ProfileError as exc:
+        sys.stderr.write(format_text(path, exc.issues))
+        return EXIT_ERRORS
+    # Model dirs are checked when present (configs only: shards were verified at deploy time).
+    issues = run_checks(profile, CheckOptions(configs_only=True))
+    if errors(issues):
+        sys.stderr.write(format_text(path, issues))
+        return EXIT_ERRORS
+    for issue in issues:
+        sys.stderr.write(f"specserve-launch: {issue.render()}\n")
+    rendered = render(profile)
+    sys.stderr.write(f"specserve-launch: profile {profile.name}, running:\n")
+    sys.stderr.write(format_shell(rendered))
+    if args.dry_run:
+        return 0
+    environ = dict(os.environ)
+    try:
+        exec_argv = argv_with_secret(rendered, environ)
+    except SecretError as exc:
+        sys.stderr.write(f"specserve-launch: {exc}\n")
+        return EXIT_ERRORS
+    environ.update(rendered.env)
+    log = profile.logging
+    sys.stderr.flush()
+    sys.stdout.flush()
+    if log.file:
+        start_tee(Path(log.file), log.max_bytes, log.backup_count)
+    try:
+        os.execvpe(exec_argv[0], exec_argv, environ)
+    except OSError as exc:
+        sys.stderr.write(f"specserve-launch: cannot exec {exec_argv[0]}: {exc.strerror}\n")
+        return EXIT_ERRORS
+    return 0  # unreachable: execvpe replaces this process
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,64 @@
+"""Locate and read the target / drafter model directories once for all checks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from specserve.profile.hfconfig import ModelConfig, ModelDirError, locate_model_dir
+from specserve.profile.hfconfig import read_model_config as _read
+from specserve.profile.issues import Issue, error, warning
+from specserve.profile.model import Profile
+
+
+@dataclass(frozen=True)
+class CheckOptions:
+    weights_root: Path | None = None
+    # Fixture dirs and pre-download checks have configs but no shards.
+    configs_only: bool = False
+    # `check` on the node must see the models; elsewhere a missing dir is only a warning.
+    require_models: bool = False
+
+
+@dataclass
+class ModelContext:
+    target: ModelConfig | None = None
+    drafter: ModelConfig | None = None
+    target_dir: Path | None = None
+    drafter_dir: Path | None = None
+    issues: list[Issue] = field(default_factory=list)
+
+
+def _load(
+    field_name: str, path: str, options: CheckOptions, ctx: ModelContext
+) -> tuple[Path | None, ModelConfig | None]:
+    directory = locate_model_dir(path, options.weights_root)
+    if directory is None:
+        make = error if options.require_models else warning
+        hint = f" or under --weights-root {options.weights_root}" if options.weights_root else ""
+        ctx.issues.append(
+            make(
+                field_name,
+                f"model directory {path!r} is not on this machine{hint}; the model-config "
+                "checks (EAGLE3 architecture, aux layers, hidden size, vocab) were skipped",
+                "run check where the weights are, or pass --weights-root DIR holding a copy "
+                "of the model directory (config.json is enough with --configs-only)",
+            )
+        )
+        return None, None
+    try:
+        return directory, _read(directory)
+    except ModelDirError as exc:
+        ctx.issues.append(
+            error(field_name, str(exc), "download the model's config.json into the directory")
+        )
+        return directory, None
+
+
+def build_context(profile: Profile, options: CheckOptions) -> ModelContext:
+    ctx = ModelContext()
+    ctx.target_dir, ctx.target = _load("target.path", profile.target.path, options, ctx)
+    spec = profile.speculative
+    if spec is not None and spec.path:
+        ctx.drafter_dir, ctx.drafter = _load("drafter.path", spec.path, options, ctx)
+    return ctx

@@ -1,0 +1,15 @@
+python3 -m sglang.launch_server \
+  --model-path /models/Llama-3.1-8B-Instruct \
+  --tool-call-parser llama3 \
+  --tp-size 1 \
+  --host 127.0.0.1 \
+  --port 30000 \
+  --mem-fraction-static 0.6 \
+  --cuda-graph-max-bs 8 \
+  --enable-metrics \
+  --decode-log-interval 40 \
+  --speculative-algorithm EAGLE3 \
+  --speculative-draft-model-path /models/EAGLE3-LLaMA3.1-Instruct-8B \
+  --speculative-num-steps 5 \
+  --speculative-eagle-topk 8 \
+  --speculative-num-draft-tokens 32

@@ -1,0 +1,12 @@
+specserve-standin \
+  --model-path <repo>/tests/fixtures/models/Llama-3.1-8B-Instruct \
+  --tp-size 1 \
+  --host 127.0.0.1 \
+  --port 30000 \
+  --enable-metrics \
+  --decode-log-interval 40 \
+  --speculative-algorithm EAGLE3 \
+  --speculative-draft-model-path <repo>/tests/fixtures/models/EAGLE3-LLaMA3.1-Instruct-8B \
+  --speculative-num-steps 3 \
+  --speculative-eagle-topk 1 \
+  --speculative-num-draft-tokens 4

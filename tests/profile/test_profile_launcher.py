@@ -1,0 +1,179 @@
+"""specserve-launch: validates, prints, execs in place, forwards signals, tees to a log."""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import yaml
+
+from specserve.profile.logtee import copy_stream
+
+FAKE_SERVER = textwrap.dedent(
+    """
+    import os, signal, sys, time
+    marker = sys.argv[-1]
+    def on_term(signum, frame):
+        print("fake: got SIGTERM", flush=True)
+        with open(marker, "w") as fh:
+            fh.write("SIGTERM\\n")
+        sys.exit(0)
+    signal.signal(signal.SIGTERM, on_term)
+    print(f"fake: pid {os.getpid()}", flush=True)
+    print("fake: argv " + " ".join(sys.argv[1:]), flush=True)
+    print("fake: nccl " + os.environ.get("NCCL_PROTO", "-"), flush=True)
+    time.sleep(20)
+    """
+)
+
+
+def _profile(tmp: Path, **server_extra: object) -> Path:
+    script = tmp / "fake_server.py"
+    script.write_text(FAKE_SERVER)
+    doc = {
+        "version": 1,
+        "name": "fake",
+        "target": {"path": str(tmp / "no-model")},
+        "parallelism": {"tp": 1},
+        "gpu": {"count": 0},
+        "server": {
+            "launch_command": [sys.executable, str(script)],
+            "extra_args": [str(tmp / "marker")],
+            **server_extra,
+        },
+        "nccl": {"preset": "default", "overrides": {"NCCL_PROTO": "Simple"}},
+    }
+    path = tmp / "profile.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def _launch(profile: Path, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "specserve.launcher", str(profile)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def _read_until(proc: subprocess.Popen[str], prefix: str, limit_s: float = 15) -> list[str]:
+    assert proc.stdout is not None
+    seen: list[str] = []
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        seen.append(line.rstrip("\n"))
+        if line.startswith(prefix):
+            return seen
+    raise AssertionError(f"no {prefix!r} line; got {seen}")
+
+
+def _stop(proc: subprocess.Popen[str]) -> None:
+    if proc.poll() is None:
+        proc.kill()
+    proc.communicate(timeout=10)
+
+
+def test_execs_in_place_and_forwards_sigterm(tmp_path):
+    proc = _launch(_profile(tmp_path, api_key={"env": "FAKE_KEY"}), {"FAKE_KEY": "k-123"})
+    try:
+        lines = _read_until(proc, "fake: nccl")
+        assert lines[0] == f"fake: pid {proc.pid}"  # exec kept the launcher's PID
+        assert "--api-key k-123" in lines[1]  # secret resolved at exec time
+        assert lines[2] == "fake: nccl Simple"
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=10)
+    finally:
+        _stop(proc)
+    assert proc.returncode == 0
+    assert (tmp_path / "marker").read_text() == "SIGTERM\n"
+    assert "fake: got SIGTERM" in out
+    assert "k-123" not in err  # the printed command shows only the reference
+    assert '--api-key "$FAKE_KEY"' in err
+
+
+def test_log_file_gets_output_and_process_keeps_pid(tmp_path):
+    log = tmp_path / "logs" / "server.log"
+    doc = yaml.safe_load(_profile(tmp_path).read_text())
+    doc["logging"] = {"file": str(log), "max_bytes": 4096, "backup_count": 2}
+    (tmp_path / "profile.yaml").write_text(yaml.safe_dump(doc))
+    proc = _launch(tmp_path / "profile.yaml")
+    try:
+        lines = _read_until(proc, "fake: nccl")  # still reaches stdout through the tee
+        assert lines[0] == f"fake: pid {proc.pid}"
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=10)
+    finally:
+        _stop(proc)
+    assert (tmp_path / "marker").exists()
+    deadline = time.monotonic() + 5
+    while "got SIGTERM" not in (log.read_text() if log.exists() else ""):
+        assert time.monotonic() < deadline, "tee did not write the shutdown line"
+        time.sleep(0.05)
+    text = log.read_text()
+    assert f"fake: pid {proc.pid}\n" in text and "fake: got SIGTERM\n" in text
+
+
+def test_tee_rotates_at_the_size_limit(tmp_path):
+    log = tmp_path / "rot.log"
+    lines = [f"[TP0] Decode batch, line {i:04d} " + "x" * 60 + "\n" for i in range(200)]
+    data = "".join(lines).encode()
+    sink = io.BytesIO()
+    copy_stream(io.BytesIO(data), sink, log, max_bytes=2000, backup_count=3)
+    assert sink.getvalue() == data  # stdout copy is exact
+    files = [log, *(log.with_name(f"rot.log.{i}") for i in (1, 2, 3))]
+    assert all(f.exists() for f in files)
+    assert not log.with_name("rot.log.4").exists()  # backup_count honoured
+    for f in files:
+        assert f.stat().st_size <= 2000
+        assert f.read_text().endswith("\n")  # rotation never splits a line
+    # The newest lines are in the current file, in order, with nothing lost across the files.
+    kept = "".join(f.read_text() for f in reversed(files))
+    assert kept == "".join(lines[-len(kept.splitlines()) :])
+    assert log.read_text().splitlines()[-1] == lines[-1].rstrip("\n")
+
+
+def test_invalid_profile_is_refused_before_exec(tmp_path):
+    path = _profile(tmp_path, disable_cuda_graph=True)
+    proc = _launch(path)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 1
+    assert "fake: pid" not in out
+    assert "server.disable_cuda_graph" in err
+
+
+def test_missing_secret_is_refused(tmp_path):
+    proc = _launch(_profile(tmp_path, api_key={"file": str(tmp_path / "nope")}))
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 1 and "fake: pid" not in out
+    assert "cannot read secret file" in err
+
+
+def test_default_profile_path_from_env(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "specserve.launcher", "--dry-run"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**os.environ, "SPECSERVE_PROFILE": str(_profile(tmp_path))},
+    )
+    assert proc.returncode == 0
+    assert "fake_server.py" in proc.stderr
+    missing = subprocess.run(
+        [sys.executable, "-m", "specserve.launcher"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**os.environ, "SPECSERVE_PROFILE": str(tmp_path / "none.yaml")},
+    )
+    assert missing.returncode == 2 and "not found" in missing.stderr

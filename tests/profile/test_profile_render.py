@@ -1,0 +1,110 @@
+"""Render: golden files per shipped profile, real SGLang flags, and the API key never printed.
+
+Regenerate the golden files with UPDATE=1 pytest tests/profile/test_profile_render.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+
+import pytest
+from helpers import REPO, SHIPPED, kimi_doc, run_cli, write_doc
+
+from specserve.profile import load_profile
+from specserve.profile.flags import OWNED_FLAGS
+from specserve.profile.render import argv_with_secret, render
+
+GOLDEN = REPO / "tests" / "profile" / "golden"
+FORMATS = {"shell": "sh", "json": "json", "argv": "txt"}
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("profile", SHIPPED, ids=[p.stem for p in SHIPPED])
+def test_golden_render(profile, fmt):
+    code, out, err = run_cli("render", str(profile), "--format", fmt)
+    assert code == 0, err
+    # The stand-in profile's relative fixture paths resolve to this checkout's absolute path.
+    out = out.replace(str(REPO), "<repo>")
+    golden = GOLDEN / f"{profile.stem}.{FORMATS[fmt]}"
+    if os.environ.get("UPDATE"):
+        golden.write_text(out)
+    assert out == golden.read_text()
+
+
+def test_kimi_render_has_the_seeds_fixes():
+    argv = list(render(load_profile(REPO / "profiles/kimi-k2.5-int4-eagle3-8gpu.yaml")).argv)
+    pairs = dict(zip(argv, [*argv[1:], ""], strict=True))
+    assert argv[:3] == ["python3", "-m", "sglang.launch_server"]
+    assert pairs["--speculative-algorithm"] == "EAGLE3"
+    assert pairs["--tp-size"] == "8"
+    assert pairs["--mem-fraction-static"] == "0.85"
+    assert pairs["--tool-call-parser"] == pairs["--reasoning-parser"] == "kimi_k2"
+    assert (
+        pairs["--speculative-num-steps"],
+        pairs["--speculative-eagle-topk"],
+        pairs["--speculative-num-draft-tokens"],
+    ) == ("3", "1", "4")
+    assert "--disable-custom-all-reduce" in argv
+    assert "--disable-cuda-graph" not in argv
+
+
+def test_every_rendered_flag_is_owned():
+    # The extra_args denylist must cover every flag the renderer emits, or a hand-written
+    # duplicate could override the profile.
+    for profile in SHIPPED:
+        for arg in render(load_profile(profile)).argv:
+            if arg.startswith("--"):
+                assert arg in OWNED_FLAGS, arg
+
+
+def test_shell_render_round_trips_through_shlex(tmp_path):
+    doc = kimi_doc()
+    doc["server"]["api_key"] = None
+    doc["server"]["extra_args"] = [
+        "--attention-backend",
+        "flashinfer",
+        "--chat-template",
+        'it\'s a "template" $HOME',
+    ]
+    code, out, _ = run_cli("render", str(write_doc(tmp_path, doc)))
+    assert code == 0
+    words = shlex.split(out.replace("\\\n", " "))
+    assert words[-1] == 'it\'s a "template" $HOME'
+    assert "NCCL_PROTO=LL" in words
+
+
+def test_api_key_is_never_printed(tmp_path, monkeypatch):
+    secret = "sk-very-secret-value"
+    key_file = tmp_path / "api-key"
+    key_file.write_text(secret + "\n")
+    for ref in ({"file": str(key_file)}, {"env": "SPECSERVE_API_KEY"}):
+        monkeypatch.setenv("SPECSERVE_API_KEY", secret)
+        doc = kimi_doc()
+        doc["server"]["api_key"] = ref
+        path = write_doc(tmp_path, doc)
+        outputs = [run_cli("render", str(path), "--format", f)[1] for f in FORMATS]
+        assert all(secret not in o for o in outputs)
+        shell = outputs[0]
+        expected = '"$SPECSERVE_API_KEY"' if "env" in ref else f'"$(cat {key_file})"'
+        assert f"--api-key {expected}" in shell
+        assert json.loads(outputs[1])["api_key_secret"]["flag"] == "--api-key"
+        # Only the launcher's exec-time resolution puts the real key in argv.
+        argv = argv_with_secret(render(load_profile(path)), dict(os.environ))
+        assert argv[argv.index("--api-key") + 1] == secret
+
+
+def test_render_refuses_a_profile_check_rejects(tmp_path):
+    doc = kimi_doc()
+    doc["server"]["extra_args"] = ["--disable-cuda-graph"]
+    code, out, err = run_cli("render", str(write_doc(tmp_path, doc)))
+    assert code == 1 and out == ""
+    assert "server.extra_args[0]" in err
+
+
+def test_allowed_disable_cuda_graph_renders_the_flag(tmp_path):
+    doc = kimi_doc()
+    doc["server"].update(disable_cuda_graph=True, allow_disable_cuda_graph=True)
+    code, out, _ = run_cli("render", str(write_doc(tmp_path, doc)), "--format", "argv")
+    assert code == 0 and "--disable-cuda-graph\n" in out
