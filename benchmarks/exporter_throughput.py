@@ -37,7 +37,7 @@ def timed(cmd: list[str]) -> tuple[float, int]:
     """Wall seconds and peak RSS (KiB) of one child process."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     start = time.perf_counter()
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=False)
+    proc = subprocess.run(cmd, capture_output=True, check=False)
     elapsed = time.perf_counter() - start
     if proc.returncode != 0:
         raise SystemExit(f"{cmd[0]} failed: {proc.stderr.decode()[-2000:]}")
@@ -189,7 +189,8 @@ def main() -> int:
 
         rate = args.lines / t_exporter
         print(f"\n{'reader':<44}{'lines/s':>14}{'exporter / it':>16}")
-        print(f"{'specserve-exporter --once (median of %d)' % args.repeat:<44}{rate:>14,.0f}")
+        label = f"specserve-exporter --once (median of {args.repeat})"
+        print(f"{label:<44}{rate:>14,.0f}")
         if t_mtail is not None:
             m = args.lines / t_mtail
             print(f"{'mtail --one_shot, equivalent program':<44}{m:>14,.0f}{rate / m:>15.2f}x")

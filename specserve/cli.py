@@ -22,7 +22,9 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="specserve",
-        description="Validate, render and launch an SGLang speculative-decoding deployment profile.",
+        description=(
+            "Validate, render and launch an SGLang speculative-decoding deployment profile."
+        ),
     )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module_name in SUBCOMMAND_MODULES:

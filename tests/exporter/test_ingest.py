@@ -7,8 +7,8 @@ import random
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
-from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.exposition import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 
 from specserve_exporter.collector import LogCollector
 from specserve_exporter.ingest import Ingestor
@@ -18,7 +18,10 @@ from specserve_exporter.state import LogState, SpeculationConfig
 from .test_parser import DECODE_VARIANTS, PREFILL_VARIANTS, SEED_LINE
 
 CONFIG = SpeculationConfig(draft_tokens=4, baseline={"1": 90.0, "4": 250.0})
-HTTP = b'[2026-02-23 17:53:14] INFO:     127.0.0.1:50000 - "POST /v1/chat/completions HTTP/1.1" 200 OK'
+HTTP = (
+    b'[2026-02-23 17:53:14] INFO:     127.0.0.1:50000 - "POST /v1/chat/completions HTTP/1.1" '
+    b"200 OK"
+)
 
 
 class ReferenceIngestor(Ingestor):
@@ -99,7 +102,8 @@ def test_rank_change_mid_log_is_not_swallowed_by_the_learned_shape() -> None:
     first = b"\n".join(decode_line(rng, b" TP0") for _ in range(50)) + b"\n"
     second = b"\n".join(decode_line(rng, b" DP1 TP0") for _ in range(50)) + b"\n"
     fast = assert_same([first, second])
-    assert fast[("specserve_decode_accept_length_count", (("dp", "1"), ("pp", "0"), ("tp", "0")))] == 50
+    dp1 = (("dp", "1"), ("pp", "0"), ("tp", "0"))
+    assert fast[("specserve_decode_accept_length_count", dp1)] == 50
 
 
 VARIANT_LINES = [p.values[0] for p in DECODE_VARIANTS + PREFILL_VARIANTS] + [SEED_LINE, HTTP]
@@ -116,7 +120,8 @@ def _mutate(line: bytes, data: st.DataObject) -> bytes:
         elif op == "cut":
             line = line[:i]
         elif op == "insert":
-            line = line[:i] + data.draw(st.sampled_from([b", ", b": ", b"\r", b"9", b".", b"\xff"])) + line[i:]
+            extra = data.draw(st.sampled_from([b", ", b": ", b"\r", b"9", b".", b"\xff"]))
+            line = line[:i] + extra + line[i:]
         else:
             line = line + line[i:]
     return line.replace(b"\n", b" ")

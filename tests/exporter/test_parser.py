@@ -233,9 +233,10 @@ def test_non_stats_lines_are_ignored(line: bytes) -> None:
         (SEED_LINE.replace(b", gen throughput (token/s): 66.89", b""), Reason.MISSING_FIELD),
         (b"[2026-02-23 17:53:14 TP0] Decode batch", Reason.MALFORMED),
         (b"[2026-02-23 17:53:14 TP0] Decode batch, ", Reason.MALFORMED),
-        (SEED_LINE.replace(b"#queue-req: 0", b"#queue-req: 0, note: \xff\xfe"), Reason.INVALID_UTF8),
+        (SEED_LINE.replace(b"#queue-req: 0", b"#queue-req: 0, note: \xff\xfe"),
+         Reason.INVALID_UTF8),
         (SEED_LINE + b", x: " + b"9" * 70000, Reason.TOO_LONG),
-        (b"[2026-03-01 10:00:00 TP0] Prefill batch, #new-seq: 1, #cached-token: 0", 
+        (b"[2026-03-01 10:00:00 TP0] Prefill batch, #new-seq: 1, #cached-token: 0",
          Reason.MISSING_FIELD),
     ],
 )

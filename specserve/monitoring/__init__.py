@@ -1,0 +1,6 @@
+"""Alerting and dashboards for the specserve exporter: one rule source, rendered for every consumer.
+
+`rules` holds the alert and recording-rule definitions; the other modules render them for
+Prometheus, the Helm chart's PrometheusRule, Grafana-managed alerting and the Grafana dashboard.
+`python -m specserve.monitoring.generate` rewrites every committed artefact under `monitoring/`.
+"""

@@ -1,0 +1,503 @@
+"""The Grafana dashboard, built with grafana-foundation-sdk.
+
+Every panel queries the `${datasource}` variable (no datasource UID is written anywhere) and has
+a unit. Panels that compare with alerts use the alert's own expressions, recording rules inlined,
+so the dashboard works where the Prometheus rule file is not loaded and shows what alerts see.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from grafana_foundation_sdk.builders import (
+    bargauge,
+    dashboard,
+    heatmap,
+    prometheus,
+    stat,
+    statetimeline,
+    timeseries,
+)
+from grafana_foundation_sdk.builders.common import GraphThresholdsStyleConfig
+from grafana_foundation_sdk.cog.encoder import JSONEncoder
+from grafana_foundation_sdk.models.common import GraphThresholdsStyleMode
+from grafana_foundation_sdk.models.dashboard import (
+    DataSourceRef,
+    DynamicConfigValue,
+    Threshold,
+    ThresholdsMode,
+    ValueMap,
+    ValueMappingResult,
+)
+
+from specserve.monitoring.rules import (
+    ACCEPT_LENGTH_MEAN,
+    ALERTS_BY_NAME,
+    REJECTED_RATIO,
+    SPEEDUP_RATIO,
+    THROUGHPUT_MEAN,
+    inline_rule,
+)
+
+DASHBOARD_UID = "specserve-overview"
+DATASOURCE_VARIABLE = "datasource"
+EXPORTER_JOB_VARIABLE = "exporter_job"
+DATASOURCE = DataSourceRef(type_val="prometheus", uid="${" + DATASOURCE_VARIABLE + "}")
+TOKENS_PER_SECOND = "suffix: tok/s"
+TOKENS = "suffix: tok"
+NEEDS_METRICS = "needs SGLang --enable-metrics"
+NEEDS_DCGM = "needs a DCGM exporter"
+
+
+@dataclass(frozen=True)
+class Query:
+    expr: str
+    legend: str
+    instant: bool = False
+    heatmap: bool = False
+
+
+def _per_server(native_metric: str) -> str:
+    # Sum DP ranks, count each DP group once however many of its TP/PP ranks export the gauge.
+    return f"sum by (instance) (max by (instance, dp_rank) ({native_metric}))"
+
+
+def _default(alert: str, name: str) -> float:
+    value = ALERTS_BY_NAME[alert].threshold(name).default
+    assert isinstance(value, float)
+    return value
+
+
+def _target(query: Query, ref_id: str) -> prometheus.Dataquery:
+    target = (
+        prometheus.Dataquery()
+        .expr(query.expr)
+        .legend_format(query.legend)
+        .ref_id(ref_id)
+        .datasource(DATASOURCE)
+    )
+    target = target.instant() if query.instant else target.range()
+    if query.heatmap:
+        target = target.format("heatmap")  # type: ignore[arg-type]
+    return target
+
+
+def _with_queries(panel: Any, queries: list[Query]) -> Any:
+    for index, query in enumerate(queries):
+        panel = panel.with_target(_target(query, chr(ord("A") + index)))
+    return panel
+
+
+def _thresholds(*steps: tuple[float | None, str]) -> dashboard.ThresholdsConfig:
+    return (
+        dashboard.ThresholdsConfig()
+        .mode(ThresholdsMode.ABSOLUTE)
+        .steps([Threshold(value=value, color=color) for value, color in steps])
+    )
+
+
+def _series(
+    title: str, unit: str, queries: list[Query], description: str, *, width: int = 12,
+    thresholds: dashboard.ThresholdsConfig | None = None, no_value: str | None = None,
+) -> timeseries.Panel:
+    panel = (
+        timeseries.Panel()
+        .title(title)
+        .description(description)
+        .unit(unit)
+        .datasource(DATASOURCE)
+        .height(8)
+        .span(width)
+    )
+    if thresholds is not None:
+        panel = panel.thresholds(thresholds).thresholds_style(
+            GraphThresholdsStyleConfig().mode(GraphThresholdsStyleMode.LINE)
+        )
+    if no_value is not None:
+        panel = panel.no_value(no_value)
+    return _with_queries(panel, queries)
+
+
+_ON_OFF = [
+    ValueMap(
+        options={
+            "0": ValueMappingResult(text="off", color="red", index=0),
+            "1": ValueMappingResult(text="on", color="green", index=1),
+        }
+    )
+]
+
+
+def _state(title: str, queries: list[Query], description: str, width: int = 12) -> Any:
+    panel = (
+        statetimeline.Panel()
+        .title(title)
+        .description(description)
+        .unit("bool_on_off")
+        .datasource(DATASOURCE)
+        .mappings(_ON_OFF)  # type: ignore[arg-type]
+        .height(6)
+        .span(width)
+    )
+    return _with_queries(panel, queries)
+
+
+def _accept_length_row(builder: dashboard.Dashboard) -> dashboard.Dashboard:
+    rejected = _default("SpecDecodeDraftsRejected", "max_accept_length")
+    floor = _default("SpecDecodeAcceptLengthLow", "floor")
+    return (
+        builder.with_row(dashboard.Row("Speculative decoding"))
+        .with_panel(
+            _series(
+                "Accept length",
+                TOKENS,
+                [
+                    Query(inline_rule(ACCEPT_LENGTH_MEAN), "{{instance}} 5m mean"),
+                    Query(
+                        "max without (tp, pp) (specserve_decode_last_accept_length)",
+                        "{{instance}} dp{{dp}} last window",
+                    ),
+                    Query("max by (instance) (sglang:spec_accept_length)",
+                          "{{instance}} sglang native"),
+                ],
+                "Accepted tokens per verify pass, bonus token included (1.00 = every draft "
+                f"rejected). Lines mark the alert thresholds: {rejected:g} (drafts rejected) and "
+                f"{floor:g} (break-even floor).",
+                thresholds=_thresholds((None, "red"), (rejected, "orange"), (floor, "green")),
+            )
+        )
+        .with_panel(
+            heatmap.Panel()
+            .title("Accept length distribution over time")
+            .description("Decode windows per accept-length bucket.")
+            .unit(TOKENS)
+            .datasource(DATASOURCE)
+            .calculate(False)
+            .height(8)
+            .span(8)
+            .with_target(
+                _target(
+                    Query(
+                        "sum by (le) (increase(specserve_decode_accept_length_bucket"
+                        "[$__rate_interval]))",
+                        "{{le}}",
+                        heatmap=True,
+                    ),
+                    "A",
+                )
+            )
+        )
+        .with_panel(
+            bargauge.Panel()
+            .title("Accept length distribution (time range)")
+            .description("Decode windows per accept-length bucket over the selected range.")
+            .unit("short")
+            .datasource(DATASOURCE)
+            .height(8)
+            .span(4)
+            .with_target(
+                _target(
+                    Query(
+                        "sum by (le) (increase(specserve_decode_accept_length_bucket[$__range]))",
+                        "{{le}}",
+                        instant=True,
+                        heatmap=True,
+                    ),
+                    "A",
+                )
+            )
+        )
+        .with_panel(
+            _series(
+                "Draft acceptance",
+                "percentunit",
+                [
+                    Query(
+                        "max without (tp, pp) (specserve_decode_draft_acceptance_ratio)",
+                        "{{instance}} dp{{dp}} computed (accept_len-1)/(draft_tokens-1)",
+                    ),
+                    Query(
+                        "max without (tp, pp) (specserve_decode_printed_accept_rate_ratio)",
+                        "{{instance}} dp{{dp}} as printed (meaning changed in PR #23530)",
+                    ),
+                ],
+                "Share of drafted tokens the target accepted. The computed ratio means the same "
+                "on every SGLang version; the printed accept rate changed meaning in 2026.",
+            )
+        )
+        .with_panel(
+            stat.Panel()
+            .title("Draft tokens per step")
+            .description("--speculative-num-draft-tokens from the deployment profile.")
+            .unit("short")
+            .datasource(DATASOURCE)
+            .height(8)
+            .span(4)
+            .with_target(
+                _target(Query("max by (instance) (specserve_speculative_draft_tokens)",
+                              "{{instance}}", instant=True), "A")
+            )
+        )
+    )
+
+
+def _throughput_row(builder: dashboard.Dashboard) -> dashboard.Dashboard:
+    tolerance = _default("SpecDecodeBelowBaseline", "tolerance")
+    return (
+        builder.with_row(dashboard.Row("Throughput against the non-speculative baseline"))
+        .with_panel(
+            _series(
+                "Decode throughput vs baseline per concurrency bucket",
+                TOKENS_PER_SECOND,
+                [
+                    Query(inline_rule(THROUGHPUT_MEAN),
+                          "{{instance}} bucket {{concurrency}} speculative (5m mean)"),
+                    Query(
+                        "max by (job, instance, concurrency) "
+                        "(specserve_baseline_gen_throughput_tokens_per_second)",
+                        "baseline {{instance}} bucket {{concurrency}}",
+                    ),
+                ],
+                "Whole-server decode tokens/s (DP ranks summed), per bucket of running "
+                "requests, next to the baseline measured without speculation at that bucket.",
+            ).override_by_regexp(
+                "^baseline.*",
+                [DynamicConfigValue(id_val="custom.lineStyle",
+                                    value={"fill": "dash", "dash": [10, 10]})],
+            )
+        )
+        .with_panel(
+            _series(
+                "Speedup over baseline",
+                "percentunit",
+                [Query(inline_rule(SPEEDUP_RATIO), "{{instance}} bucket {{concurrency}}")],
+                "Speculative throughput as a share of the baseline at the same bucket; below "
+                f"{tolerance:g} (the SpecDecodeBelowBaseline line) speculation costs throughput.",
+                thresholds=_thresholds((None, "red"), (tolerance, "green")),
+            )
+        )
+        .with_panel(
+            _series(
+                "Decode throughput, last window",
+                TOKENS_PER_SECOND,
+                [
+                    Query(
+                        "sum without (dp) (max without (tp, pp) "
+                        "(specserve_decode_last_gen_throughput_tokens_per_second))",
+                        "{{instance}} exporter",
+                    ),
+                    Query(_per_server("sglang:gen_throughput"),
+                          "{{instance}} sglang native"),
+                ],
+                "gen throughput of the latest decode line (window of --decode-log-interval "
+                "iterations). The first line after idle can be tiny: its window included idle "
+                "time.",
+                width=24,
+            )
+        )
+    )
+
+
+def _server_row(builder: dashboard.Dashboard) -> dashboard.Dashboard:
+    full = _default("SpecDecodeKVCacheNearFull", "max_ratio")
+    return (
+        builder.with_row(dashboard.Row("Server state"))
+        .with_panel(
+            _state(
+                "CUDA graph",
+                [Query("min without (tp, pp, graph) (specserve_decode_graph_enabled)",
+                       "{{instance}} dp{{dp}}")],
+                "cuda graph: True/False from the decode lines. Off costs about 25% throughput.",
+                width=24,
+            )
+        )
+        .with_panel(
+            _series(
+                "Running and queued requests",
+                "short",
+                [
+                    Query("sum without (dp, tp, pp) (specserve_decode_running_requests)",
+                          "{{instance}} running"),
+                    Query("sum without (dp, tp, pp) (specserve_decode_queued_requests)",
+                          "{{instance}} queued"),
+                ],
+                "#running-req and #queue-req of the latest decode lines, DP ranks summed.",
+            )
+        )
+        .with_panel(
+            _series(
+                "KV cache token usage",
+                "percentunit",
+                [Query("max without (tp, pp) (specserve_decode_token_usage_ratio)",
+                       "{{instance}} dp{{dp}}")],
+                f"token usage of the latest decode lines; the alert fires above {full:g}.",
+                thresholds=_thresholds((None, "green"), (full, "red")),
+            )
+        )
+    )
+
+
+def _exporter_row(builder: dashboard.Dashboard) -> dashboard.Dashboard:
+    return (
+        builder.with_row(dashboard.Row("Exporter health"))
+        .with_panel(
+            _state(
+                "Exporter scrape target",
+                [Query('up{job=~"$' + EXPORTER_JOB_VARIABLE + '"}', "{{instance}}")],
+                "Prometheus' up metric for the exporter job (dashboard variable "
+                f"${EXPORTER_JOB_VARIABLE}).",
+                width=8,
+            )
+        )
+        .with_panel(
+            _state(
+                "Log source",
+                [Query("min without (dp, tp, pp) (specserve_source_up)",
+                       "{{instance}} {{source}}")],
+                "Whether the exporter can read the SGLang log.",
+                width=8,
+            )
+        )
+        .with_panel(
+            _series(
+                "Time since the last decode line",
+                "s",
+                [Query("time() - max without (dp, tp, pp) "
+                       "(specserve_decode_last_line_timestamp_seconds)", "{{instance}}")],
+                "Grows while idle (no lines are printed then); grows while requests run only "
+                "when the server or the log pipeline is stuck.",
+                width=8,
+            )
+        )
+        .with_panel(
+            _series(
+                "Log lines",
+                "cps",
+                [
+                    Query("sum without (dp, tp, pp) (rate(specserve_log_lines_read_total"
+                          "[$__rate_interval]))", "{{instance}} read"),
+                    Query("sum without (dp, tp, pp) (rate(specserve_log_lines_parsed_total"
+                          "[$__rate_interval]))", "{{instance}} parsed {{kind}}"),
+                    Query("sum without (dp, tp, pp) (rate(specserve_log_lines_ignored_total"
+                          "[$__rate_interval]))", "{{instance}} ignored (not stats)"),
+                    Query("sum without (dp, tp, pp) (rate(specserve_log_lines_rejected_total"
+                          "[$__rate_interval]))", "{{instance}} rejected {{reason}}"),
+                ],
+                "Lines per second the exporter read, parsed, ignored and rejected.",
+                no_value="0",
+            )
+        )
+        .with_panel(
+            _series(
+                "Rejected share of stats lines",
+                "percentunit",
+                [Query(inline_rule(REJECTED_RATIO), "{{instance}}")],
+                "Share of decode/prefill lines that failed to parse (5m); a new SGLang log "
+                "format shows here first.",
+                thresholds=_thresholds(
+                    (None, "green"),
+                    (_default("SpecServeLogLinesRejected", "max_ratio"), "red"),
+                ),
+                no_value="0",
+            )
+        )
+    )
+
+
+def _latency_query(metric: str, quantile: str) -> Query:
+    return Query(
+        f"histogram_quantile({quantile}, sum by (instance, le) "
+        f"(rate({metric}_bucket[$__rate_interval])))",
+        f"{{{{instance}}}} p{quantile[2:].ljust(2, '0')}",
+    )
+
+
+def _native_row(builder: dashboard.Dashboard) -> dashboard.Dashboard:
+    builder = builder.with_row(dashboard.Row("SGLang native metrics (--enable-metrics)"))
+    for title, metric in (
+        ("Time to first token", "sglang:time_to_first_token_seconds"),
+        ("Inter-token latency", "sglang:inter_token_latency_seconds"),
+        ("End-to-end request latency", "sglang:e2e_request_latency_seconds"),
+    ):
+        builder = builder.with_panel(
+            _series(
+                title, "s",
+                [_latency_query(metric, q) for q in ("0.5", "0.9", "0.99")],
+                f"p50/p90/p99 of {metric} (SGLang's own histogram).",
+                width=8, no_value=NEEDS_METRICS,
+            )
+        )
+    return builder.with_panel(
+        _series(
+            "Running and queued requests (SGLang)",
+            "short",
+            [
+                Query(_per_server("sglang:num_running_reqs"),
+                      "{{instance}} running"),
+                Query(_per_server("sglang:num_queue_reqs"),
+                      "{{instance}} queued"),
+            ],
+            "SGLang's scheduler gauges; refreshed every 30 s while idle.",
+            width=24, no_value=NEEDS_METRICS,
+        )
+    )
+
+
+def _gpu_row(builder: dashboard.Dashboard) -> dashboard.Dashboard:
+    builder = builder.with_row(dashboard.Row("GPUs (DCGM exporter)"))
+    for title, metric, unit in (
+        ("GPU utilisation", "DCGM_FI_DEV_GPU_UTIL", "percent"),
+        ("GPU memory used", "DCGM_FI_DEV_FB_USED", "mbytes"),
+        ("GPU power", "DCGM_FI_DEV_POWER_USAGE", "watt"),
+        ("GPU temperature", "DCGM_FI_DEV_GPU_TEMP", "celsius"),
+    ):
+        builder = builder.with_panel(
+            _series(
+                title, unit,
+                [Query(f"max by (Hostname, gpu) ({metric})", "{{Hostname}} GPU {{gpu}}")],
+                f"{metric} from dcgm-exporter.",
+                width=6, no_value=NEEDS_DCGM,
+            )
+        )
+    return builder
+
+
+def build_dashboard() -> dict[str, Any]:
+    builder = (
+        dashboard.Dashboard("specserve: speculative decoding")
+        .uid(DASHBOARD_UID)
+        .description("Accept length, throughput against the non-speculative baseline, server "
+                     "state and exporter health of an SGLang speculative-decoding deployment.")
+        .tags(["specserve", "sglang", "speculative-decoding"])
+        .refresh("30s")
+        .time("now-3h", "now")
+        .with_variable(
+            dashboard.DatasourceVariable(DATASOURCE_VARIABLE).label("Prometheus").type("prometheus")
+        )
+        .with_variable(
+            dashboard.TextBoxVariable(EXPORTER_JOB_VARIABLE)
+            .label("Exporter job")
+            .default_value("specserve-exporter")
+        )
+    )
+    for add_row in (_accept_length_row, _throughput_row, _server_row, _exporter_row,
+                    _native_row, _gpu_row):
+        builder = add_row(builder)
+    model = json.loads(json.dumps(builder.build(), cls=JSONEncoder))
+    for panel_id, panel in enumerate(model["panels"], start=1):
+        panel["id"] = panel_id
+    return model
+
+
+def dashboard_json() -> str:
+    return json.dumps(build_dashboard(), indent=2, sort_keys=False) + "\n"
+
+
+def iter_panels(model: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Every panel, rows' collapsed children included."""
+    for panel in model["panels"]:
+        yield panel
+        yield from panel.get("panels", [])

@@ -1,0 +1,67 @@
+"""The Alertmanager example under the real amtool, and drift of every generated artefact."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from specserve.monitoring.generate import artefacts, drifted, main, write_all
+from specserve.monitoring.rules import ALERTS
+
+from .conftest import MONITORING, REPO, run
+
+CONFIG = MONITORING / "alertmanager" / "alertmanager.yml"
+
+
+def test_amtool_accepts_the_example(amtool: str) -> None:
+    result = run(amtool, "check-config", str(CONFIG))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "3 receivers" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("labels", "receiver"),
+    [
+        (["service=specserve", "severity=critical", "alertname=SpecDecodeDraftsRejected"],
+         "specserve-critical"),
+        (["service=specserve", "severity=warning", "alertname=SpecDecodeBelowBaseline"],
+         "specserve-warning"),
+        (["severity=critical", "alertname=SomethingElse"], "specserve-default"),
+    ],
+)
+def test_routes_by_severity(amtool: str, labels: list[str], receiver: str) -> None:
+    result = run(amtool, "config", "routes", "test", "--config.file", str(CONFIG), *labels)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.strip() == receiver
+
+
+def test_no_committed_artefact_drifted() -> None:
+    assert drifted(REPO) == [], "regenerate: python -m specserve.monitoring.generate"
+
+
+def test_drift_is_detected_and_regeneration_fixes_it(tmp_path: Path) -> None:
+    assert set(drifted(tmp_path)) == set(artefacts())
+    write_all(tmp_path)
+    assert drifted(tmp_path) == []
+    rules = tmp_path / "monitoring" / "prometheus" / "specserve-rules.yml"
+    rules.write_text(rules.read_text().replace("< 1.05", "< 1.5"))
+    assert drifted(tmp_path) == ["monitoring/prometheus/specserve-rules.yml"]
+    assert main(["--root", str(tmp_path), "--check"]) == 1
+    assert main(["--root", str(tmp_path)]) == 0
+    assert main(["--root", str(tmp_path), "--check"]) == 0
+
+
+def test_every_alert_has_a_runbook_and_a_docs_entry() -> None:
+    alerts_doc = (REPO / "docs" / "alerts.md").read_text()
+    for alert in ALERTS:
+        runbook = REPO / "docs" / "runbooks" / f"{alert.runbook_slug}.md"
+        assert runbook.is_file(), runbook
+        text = runbook.read_text()
+        for heading in ("## What it means", "## What to check", "## What to do"):
+            assert heading in text, f"{runbook.name}: missing {heading!r}"
+        assert alert.name in text
+        assert f"`{alert.name}`" in alerts_doc
+        assert f"runbooks/{alert.runbook_slug}.md" in alerts_doc
+        for threshold in alert.thresholds:
+            assert f"`{threshold.name}`" in alerts_doc, (alert.name, threshold.name)
