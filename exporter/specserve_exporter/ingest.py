@@ -84,16 +84,17 @@ class Shape:
                 parts.append(key + rb"[^,\n]*+")
         self.captured = tuple(captured)
         if prefix.endswith(b"] "):
-            # The regex starts with a literal, so the C engine can skip to it; then a fixed-width
-            # look-behind checks the 3 bytes before the rank part are the timestamp's tail
-            # (":14", "123"), so " DP1 TP0] Decode" never passes for " TP0] Decode".
+            # A fixed-width look-behind checks the rank part and the 3 bytes before it, the
+            # timestamp's tail (":14", "123"), so " DP1 TP0] Decode" never passes for " TP0]".
             before = inner[: len(inner) - len(self.rank_tail)][-3:]
             if len(before) != 3 or not all(c in b"0123456789:." for c in before):
                 # Several rank words (DP attention, PP): the reference path reads them per line.
                 raise ValueError("multi-rank prefix")
             guard = re.sub(rb"\d", rb"\\d", re.escape(before))
-            literal = re.escape(self.rank_tail + b"] " + marker)
-            pattern = literal + rb"(?<=" + guard + literal + b")"
+            # Start at the marker itself: the engine scans for a pattern's first byte, and
+            # "D" or "P" is rare in a log where " " is everywhere.
+            behind = re.escape(self.rank_tail + b"] " + marker)
+            pattern = re.escape(marker) + rb"(?<=" + guard + behind + b")"
         else:
             pattern = re.escape(marker)
         self.bracketed = prefix.endswith(b"] ")

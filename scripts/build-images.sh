@@ -1,0 +1,172 @@
+#!/usr/bin/env bash
+# Build specserve's images with every tag and base taken from versions.yaml.
+#
+#   scripts/build-images.sh                 exporter + standin FROM python, sglang FROM lmsysorg/sglang
+#   scripts/build-images.sh --local-base    exporter + standin FROM specserve-local/bookworm-python
+#                                           (CI: nothing can be pulled; the GPU image is not built)
+#   --images a,b       build only these (exporter, standin, sglang)
+#   --wheelhouse-only  stop after the wheelhouse
+#
+# Docker builds run without network: a wheelhouse is made here on the host (pip wheel / pip
+# download, binary wheels only) and COPYed into a small build context (build/image-context), then
+# installed with `pip install --no-index`. The wheelhouse is rebuilt only when the sources or pins
+# change, so unchanged inputs give Docker identical contexts and every layer comes from cache.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+PY=${PYTHON:-$ROOT/.venv/bin/python}
+[[ -x $PY ]] || PY=python3
+CTX=$ROOT/build/image-context
+WHEELS=$CTX/wheelhouse
+# Interpreters the SGLang image's Python might be (specserve needs >= 3.11): its venv needs
+# binary wheels for that one.
+SGLANG_PYTHONS=${SPECSERVE_SGLANG_PYTHONS:-"3.11 3.12 3.13"}
+# Dependencies the stand-in and sglang images never import (the launcher and the stand-in need
+# none of them; the exporter image keeps them for --source docker/kubernetes): kubernetes is
+# ~130 MB. grafana-foundation-sdk only generates dashboards (specserve rules generate).
+# tests/images/test_dockerfiles.py checks that the launcher and stand-in do not import them.
+LEAN_EXCLUDE=${SPECSERVE_LEAN_EXCLUDE:-"kubernetes docker grafana-foundation-sdk"}
+
+local_base=0
+images=""
+wheelhouse_only=0
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --local-base) local_base=1 ;;
+    --images) images=${2:?--images needs a comma-separated list}; shift ;;
+    --images=*) images=${1#--images=} ;;
+    --wheelhouse-only) wheelhouse_only=1 ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    *) echo "build-images.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+if [[ -z $images ]]; then
+  if (( local_base )); then images="exporter,standin"; else images="exporter,standin,sglang"; fi
+fi
+if (( local_base )) && [[ ,$images, == *,sglang,* ]]; then
+  echo "build-images.sh: the sglang image is built only FROM the real lmsysorg/sglang image," \
+    "never from the local base; drop it from --images" >&2
+  exit 2
+fi
+
+# One value out of versions.yaml, e.g. `pin upstream_images.python.tag`.
+pin() {
+  "$PY" - "$ROOT/versions.yaml" "$1" <<'PYEOF'
+import sys, yaml
+doc = yaml.safe_load(open(sys.argv[1], encoding="utf-8"))
+value = doc
+for key in sys.argv[2].split("."):
+    if not isinstance(value, dict) or key not in value:
+        sys.exit(f"versions.yaml has no {sys.argv[2]!r}")
+    value = value[key]
+print(value)
+PYEOF
+}
+
+version=$("$PY" -c 'import tomllib,sys; print(tomllib.load(open(sys.argv[1],"rb"))["project"]["version"])' "$ROOT/pyproject.toml")
+
+# --- wheelhouse -------------------------------------------------------------------------------
+pythons=$("$PY" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
+[[ ,$images, == *,sglang,* ]] && pythons="$pythons $SGLANG_PYTHONS"
+pythons=$(tr ' ' '\n' <<<"$pythons" | sort -u | tr '\n' ' ')
+
+src_hash=$(cd "$ROOT" && {
+  git ls-files -co --exclude-standard -- specserve exporter pyproject.toml constraints.txt \
+    | grep -v -e '__pycache__' -e '\.pyc$' | sort | xargs -r sha256sum
+  echo "pythons=$pythons exclude=$LEAN_EXCLUDE"
+} | sha256sum | cut -d' ' -f1)
+
+mkdir -p "$WHEELS"
+if [[ -f $WHEELS/.stamp && $(cat "$WHEELS/.stamp") == "$src_hash" ]]; then
+  echo "wheelhouse up to date ($WHEELS)"
+else
+  echo "building wheelhouse for python $pythons"
+  rm -rf "$WHEELS" && mkdir -p "$WHEELS"
+  start=$SECONDS
+  "$PY" -m pip wheel --quiet --no-deps --wheel-dir "$WHEELS" "$ROOT"
+  rm -rf "$ROOT/build/lib" "$ROOT/build/bdist."* 2>/dev/null || true
+  wheel=$(ls "$WHEELS"/specserve-"$version"-*.whl)
+  constraints=()
+  [[ -f $ROOT/constraints.txt ]] && constraints=(--constraint "$ROOT/constraints.txt")
+  for v in $pythons; do
+    "$PY" -m pip download --quiet --dest "$WHEELS" --only-binary=:all: \
+      --python-version "$v" --implementation cp \
+      --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
+      --platform manylinux2014_x86_64 "${constraints[@]}" "$wheel"
+  done
+  # The images install specserve --no-deps plus these exact pins (from the wheel's metadata).
+  "$PY" - "$wheel" "$LEAN_EXCLUDE" >"$WHEELS/requirements-lean.txt" <<'PYEOF'
+import re, sys, zipfile
+from email.parser import Parser
+wheel, exclude = sys.argv[1], set(sys.argv[2].lower().split())
+with zipfile.ZipFile(wheel) as zf:
+    name = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
+    meta = Parser().parsestr(zf.read(name).decode())
+for req in meta.get_all("Requires-Dist") or []:
+    if "extra ==" in req:
+        continue
+    project = re.split(r"[\s<>=!~;\[]", req, maxsplit=1)[0]
+    if project.lower() not in exclude:
+        print(req)
+PYEOF
+  echo "$src_hash" >"$WHEELS/.stamp"
+  echo "wheelhouse built in $((SECONDS - start)) s: $(ls "$WHEELS"/*.whl | wc -l) wheels"
+fi
+(( wheelhouse_only )) && exit 0
+
+# --- images -----------------------------------------------------------------------------------
+if [[ ,$images, == *,standin,* ]]; then
+  # The stand-in profile and the config-only model dirs it names by relative path, laid out
+  # as in the repository so the profile works unchanged under /usr/share/specserve.
+  "$PY" - "$ROOT" "$CTX/standin-root" <<'PYEOF'
+import shutil, sys
+from pathlib import Path
+import yaml
+root, dest = Path(sys.argv[1]), Path(sys.argv[2])
+profile = root / "profiles" / "standin-cpu.yaml"
+if not profile.is_file():
+    sys.exit("build-images.sh: profiles/standin-cpu.yaml is missing (the stand-in image's profile)")
+doc = yaml.safe_load(profile.read_text(encoding="utf-8"))
+wanted = {profile: dest / "profiles" / profile.name}
+for section in ("target", "drafter"):
+    path = (doc.get(section) or {}).get("path") or ""
+    if path.startswith(("./", "../")):
+        src = (profile.parent / path).resolve()
+        for f in sorted(src.glob("*.json")):
+            wanted[f] = dest / f.relative_to(root)
+for src, dst in wanted.items():
+    # Copy only on change: unchanged files keep the context identical for Docker's cache.
+    if not dst.exists() or dst.read_bytes() != src.read_bytes():
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, dst)
+PYEOF
+fi
+
+if (( local_base )); then
+  python_base="$(pin upstream_images.local_base.repository):$(pin upstream_images.local_base.tag)"
+  docker image inspect "$python_base" >/dev/null 2>&1 || {
+    echo "build-images.sh: $python_base is missing: run scripts/setup/base-image.sh" >&2
+    exit 1
+  }
+else
+  python_base="$(pin upstream_images.python.repository):$(pin upstream_images.python.tag)"
+fi
+sglang_base="$(pin upstream_images.sglang.repository):$(pin upstream_images.sglang.tag)"
+
+IFS=, read -r -a wanted <<<"$images"
+for name in "${wanted[@]}"; do
+  case $name in
+    exporter|standin) base=$python_base ;;
+    sglang) base=$sglang_base ;;
+    *) echo "build-images.sh: unknown image '$name' (exporter, standin, sglang)" >&2; exit 2 ;;
+  esac
+  ref="$(pin "specserve_images.$name.repository"):$(pin "specserve_images.$name.tag")"
+  dockerfile="$ROOT/$(pin "specserve_images.$name.dockerfile")"
+  start=$SECONDS
+  docker build --quiet -f "$dockerfile" \
+    --build-arg "BASE_IMAGE=$base" --build-arg "SPECSERVE_VERSION=$version" \
+    -t "$ref" "$CTX" >/dev/null
+  size=$(docker image inspect --format '{{.Size}}' "$ref")
+  echo "built $ref FROM $base in $((SECONDS - start)) s, $((size / 1000000)) MB"
+done

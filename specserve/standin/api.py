@@ -1,0 +1,174 @@
+"""Request parsing and response bodies for SGLang's native and OpenAI-compatible endpoints."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+from specserve.standin.engine import Request, natural_length
+
+DEFAULT_MAX_TOKENS = 128
+
+
+class BadRequest(ValueError):
+    """The request body is unusable; the message says which field and why."""
+
+
+def _text_of(content: object) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        # OpenAI content parts: keep the text parts.
+        return " ".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    if content is None:
+        return ""
+    raise BadRequest("messages[].content must be a string or a list of content parts")
+
+
+def count_tokens(text: str) -> int:
+    """A stand-in tokenizer: about one token per four characters, at least one."""
+    return max(1, (len(text) + 3) // 4)
+
+
+def _max_tokens(value: object, field: str) -> int:
+    if value is None:
+        return DEFAULT_MAX_TOKENS
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise BadRequest(f"'{field}' must be a positive integer, got {value!r}")
+    return value
+
+
+def chat_request(body: dict[str, Any], content_factor_of: Any) -> tuple[Request, bool, bool]:
+    """(request, stream, include_usage) for /v1/chat/completions."""
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise BadRequest("'messages' must be a non-empty list of {role, content} objects")
+    texts: list[str] = []
+    last_user = ""
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict) or "role" not in message:
+            raise BadRequest(f"messages[{i}] must be an object with a 'role'")
+        text = _text_of(message.get("content"))
+        texts.append(text)
+        if message["role"] == "user":
+            last_user = text
+    limit_field = "max_completion_tokens" if "max_completion_tokens" in body else "max_tokens"
+    max_tokens = _max_tokens(body.get(limit_field), limit_field)
+    joined = "\n".join(texts)
+    ignore_eos = bool(body.get("ignore_eos", False))
+    req = Request(
+        text=joined,
+        prompt_tokens=sum(count_tokens(t) + 4 for t in texts) + 2,
+        max_new_tokens=max_tokens,
+        natural_tokens=None if ignore_eos else natural_length(joined),
+        content_factor=content_factor_of(last_user),
+    )
+    stream = bool(body.get("stream", False))
+    options = body.get("stream_options") or {}
+    include_usage = bool(isinstance(options, dict) and options.get("include_usage"))
+    return req, stream, include_usage
+
+
+def generate_request(body: dict[str, Any], content_factor_of: Any) -> tuple[Request, bool]:
+    """(request, stream) for SGLang's native /generate."""
+    text = body.get("text")
+    if isinstance(text, list):
+        raise BadRequest("batched 'text' lists are not supported by the stand-in; send one")
+    if not isinstance(text, str):
+        raise BadRequest("'text' must be a string (input_ids are not supported by the stand-in)")
+    params = body.get("sampling_params") or {}
+    if not isinstance(params, dict):
+        raise BadRequest("'sampling_params' must be an object")
+    max_new = _max_tokens(params.get("max_new_tokens"), "sampling_params.max_new_tokens")
+    ignore_eos = bool(params.get("ignore_eos", False))
+    req = Request(
+        text=text,
+        prompt_tokens=count_tokens(text),
+        max_new_tokens=max_new,
+        natural_tokens=None if ignore_eos else natural_length(text),
+        content_factor=content_factor_of(text),
+    )
+    return req, bool(body.get("stream", False))
+
+
+def usage(req: Request) -> dict[str, Any]:
+    return {
+        "prompt_tokens": req.prompt_tokens,
+        "completion_tokens": req.generated,
+        "total_tokens": req.prompt_tokens + req.generated,
+        "prompt_tokens_details": None,
+    }
+
+
+def chat_id() -> str:
+    return uuid.uuid4().hex
+
+
+def chat_response(req: Request, model: str, text: str, cid: str) -> dict[str, Any]:
+    return {
+        "id": cid,
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {
+                    "role": "assistant",
+                    "content": text,
+                    "reasoning_content": None,
+                    "tool_calls": None,
+                },
+                "logprobs": None,
+                "finish_reason": req.finish_reason,
+                "matched_stop": None,
+            }
+        ],
+        "usage": usage(req),
+    }
+
+
+def chat_chunk(cid: str, model: str, delta: dict[str, Any], finish: str | None) -> dict[str, Any]:
+    return {
+        "id": cid,
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+        "usage": None,
+    }
+
+
+def usage_chunk(cid: str, model: str, req: Request) -> dict[str, Any]:
+    return {
+        "id": cid,
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [],
+        "usage": usage(req),
+    }
+
+
+def generate_response(req: Request, text: str, e2e: float) -> dict[str, Any]:
+    finish: dict[str, Any] = {"type": req.finish_reason}
+    if req.finish_reason == "length":
+        finish["length"] = req.generated
+    return {
+        "text": text,
+        "output_ids": [(req.seed + i * 31) % 32000 for i in range(req.generated)],
+        "meta_info": {
+            "id": req.rid,
+            "finish_reason": finish,
+            "prompt_tokens": req.prompt_tokens,
+            "completion_tokens": req.generated,
+            "cached_tokens": 0,
+            "e2e_latency": e2e,
+        },
+    }
+
+
+def error_body(message: str, code: int, kind: str = "BadRequestError") -> dict[str, Any]:
+    """SGLang's OpenAI-style error object."""
+    return {"object": "error", "message": message, "type": kind, "param": None, "code": code}

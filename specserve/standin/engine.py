@@ -1,0 +1,346 @@
+"""The stand-in's scheduler: a continuous-batching loop at a simulated, deterministic pace.
+
+One thread admits waiting requests (a "prefill", printing a Prefill line) and runs decode
+iterations over all running requests. Each iteration lasts `behaviour.step_seconds(...)` of model
+time (slept as model time x SPECSERVE_STANDIN_TIME_SCALE of wall time) and gives each request
+`floor` of its running sum of the model's accept length, so a window's printed `accept len`
+converges on the formula. Every `--decode-log-interval` iterations it prints a Decode line whose
+`gen throughput` is tokens generated / model time of the window (prefills included, idle time
+excluded: deterministic, unlike upstream's wall-clock gap).
+"""
+
+from __future__ import annotations
+
+import math
+import queue
+import threading
+import time
+import zlib
+from collections import deque
+from dataclasses import dataclass, field
+
+from specserve.standin.args import StandinArgs
+from specserve.standin.behaviour import (
+    BehaviourSource,
+    SpecShape,
+    accept_length,
+    step_seconds,
+)
+from specserve.standin.logfmt import (
+    DecodeStats,
+    LinePrinter,
+    PrefillStats,
+    decode_line,
+    prefill_line,
+)
+from specserve.standin.metrics import NativeMetrics
+
+VOCAB: tuple[str, ...] = (
+    "the", "stand-in", "server", "speaks", "in", "simulated", "tokens", "while", "a", "real",
+    "model", "would", "reason", "about", "your", "prompt", "and", "this", "text", "is",
+    "deterministic", "so", "tests", "can", "compare", "it", "across", "runs", "of", "speculative",
+    "decoding", "drafts", "verify", "accept", "tree", "step", "batch", "graph", "cache", "token",
+)  # fmt: skip
+
+DEFAULT_MAX_RUNNING = 128
+DEFAULT_CUDA_GRAPH_MAX_BS = 160
+DEFAULT_MAX_TOTAL_TOKENS = 500_000
+
+
+class EngineClosed(RuntimeError):
+    """The server is shutting down and takes no new requests."""
+
+
+@dataclass
+class Request:
+    """One generation request. Events on `out`: ("tokens", [str]) then ("done", reason)."""
+
+    text: str
+    prompt_tokens: int
+    max_new_tokens: int
+    natural_tokens: int | None
+    content_factor: float
+    rid: str = ""
+    created: float = field(default_factory=time.monotonic)
+    out: queue.Queue[tuple[str, object]] = field(default_factory=queue.Queue)
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    generated: int = 0
+    acc: float = 0.0
+    first_token_at: float | None = None
+    finish_reason: str | None = None
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        self.seed = zlib.crc32(self.text.encode("utf-8"))
+
+    def token_text(self, index: int) -> str:
+        word = VOCAB[(self.seed + index * 31) % len(VOCAB)]
+        return word if index == 0 else " " + word
+
+    @property
+    def limit(self) -> int:
+        if self.natural_tokens is None:
+            return self.max_new_tokens
+        return min(self.max_new_tokens, self.natural_tokens)
+
+
+def natural_length(text: str) -> int:
+    """Where a response "naturally" ends (finish_reason "stop"): 16..63 tokens, from the text."""
+    return 16 + zlib.crc32(text.encode("utf-8")) % 48
+
+
+def _int_or(raw: object, default: int) -> int:
+    try:
+        return int(str(raw)) if raw is not None else default
+    except ValueError:
+        return default
+
+
+class Engine:
+    """The scheduler loop and its queues; thread-safe `submit`, `shutdown`."""
+
+    def __init__(
+        self,
+        args: StandinArgs,
+        behaviour: BehaviourSource,
+        printer: LinePrinter,
+        metrics: NativeMetrics | None,
+        base_tps: float,
+        time_scale: float,
+        drafter_mismatch: bool,
+    ) -> None:
+        self.args = args
+        self.behaviour = behaviour
+        self.printer = printer
+        self.metrics = metrics
+        self.base_tps = base_tps
+        self.time_scale = time_scale
+        self.drafter_mismatch = drafter_mismatch
+        self.shape = (
+            None
+            if args.spec is None
+            else SpecShape(args.spec.num_steps, args.spec.eagle_topk, args.spec.num_draft_tokens)
+        )
+        self.max_running = _int_or(args.raw.get("max_running_requests"), DEFAULT_MAX_RUNNING)
+        self.graph_max_bs = args.cuda_graph_max_bs or DEFAULT_CUDA_GRAPH_MAX_BS
+        self.max_total_tokens = _int_or(args.raw.get("max_total_tokens"), DEFAULT_MAX_TOTAL_TOKENS)
+        self._cond = threading.Condition()
+        self._waiting: deque[Request] = deque()
+        self._running: list[Request] = []
+        self._stopping = False
+        self._abort_all = False
+        self._counter = 0
+        self._thread = threading.Thread(target=self._loop, name="standin-scheduler", daemon=True)
+        # Window counters, reset at every Decode line (as upstream resets its own).
+        self.forward_ct_decode = 0
+        self._win_generated = 0
+        self._win_seconds = 0.0
+        self._win_accepted = 0
+        self._win_verify = 0
+        self.last_decode: DecodeStats | None = None
+
+    # -- public -------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def submit(self, req: Request) -> None:
+        with self._cond:
+            if self._stopping:
+                raise EngineClosed("server is shutting down")
+            self._counter += 1
+            req.rid = f"{self._counter:016x}"
+            self._waiting.append(req)
+            self._cond.notify_all()
+
+    def counts(self) -> tuple[int, int]:
+        with self._cond:
+            return len(self._running), len(self._waiting)
+
+    def shutdown(self, grace_seconds: float) -> None:
+        """Take no new requests, drop the queue, let running ones finish for `grace_seconds`."""
+        with self._cond:
+            self._stopping = True
+            while self._waiting:
+                self._finish(self._waiting.popleft(), "abort")
+            self._cond.notify_all()
+        self._thread.join(timeout=grace_seconds)
+        if self._thread.is_alive():
+            with self._cond:
+                self._abort_all = True
+                self._cond.notify_all()
+            self._thread.join(timeout=5.0)
+
+    # -- the loop -----------------------------------------------------------------------------
+
+    def _sleep(self, model_seconds: float) -> None:
+        time.sleep(model_seconds * self.time_scale)
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while not (self._waiting or self._running or self._stopping):
+                    self._cond.wait()
+                if self._abort_all:
+                    for req in self._running:
+                        self._finish(req, "abort")
+                    self._running.clear()
+                if self._stopping and not self._running and not self._waiting:
+                    return
+                self._running = [r for r in self._running if not self._drop_cancelled(r)]
+                admitted: list[Request] = []
+                running_before = len(self._running)
+                while self._waiting and len(self._running) < self.max_running:
+                    req = self._waiting.popleft()
+                    if not self._drop_cancelled(req):
+                        self._running.append(req)
+                        admitted.append(req)
+                queued = len(self._waiting)
+            if admitted:
+                self._prefill(admitted, running_before, queued)
+            if self._running:
+                self._decode()
+
+    def _drop_cancelled(self, req: Request) -> bool:
+        if req.cancelled.is_set():
+            self._finish(req, "abort")
+            return True
+        return False
+
+    def _used_tokens(self, reqs: list[Request]) -> int:
+        return sum(r.prompt_tokens + r.generated for r in reqs)
+
+    def _prefill(self, admitted: list[Request], running_before: int, queued: int) -> None:
+        behaviour, _ = self.behaviour.current()
+        new_tokens = sum(r.prompt_tokens for r in admitted)
+        seconds = (1.0 + new_tokens / 512.0) / self.base_tps / behaviour.throughput_scale
+        self._sleep(seconds)
+        self._win_seconds += seconds
+        usage = self._used_tokens(self._running) / self.max_total_tokens
+        self.printer.log(
+            prefill_line(
+                PrefillStats(
+                    new_seq=len(admitted),
+                    new_token=new_tokens,
+                    cached_token=0,
+                    token_usage=usage,
+                    running=running_before,
+                    queued=queued,
+                    pending_token=0,
+                    graph=False,
+                    input_throughput=new_tokens / seconds,
+                )
+            )
+        )
+        now = time.monotonic()
+        for req in admitted:
+            # Prefill yields each request's first token, as upstream's does.
+            req.first_token_at = now
+            if self.metrics is not None:
+                self.metrics.first_token(now - req.created)
+            self._emit(req, 1)
+
+    def _decode(self) -> None:
+        behaviour, problem = self.behaviour.current()
+        if problem:
+            self.printer.log(f"specserve-standin: behaviour file: {problem}")
+        running = list(self._running)
+        bs = len(running)
+        graph = (not self.args.disable_cuda_graph) and bs <= self.graph_max_bs
+        seconds = step_seconds(self.shape, bs, self.base_tps, graph, behaviour.throughput_scale)
+        grants: list[int] = []
+        for req in running:
+            if self.shape is None:
+                n = 1
+            else:
+                a = 0.0 if self.drafter_mismatch else behaviour.acceptance * req.content_factor
+                req.acc += accept_length(self.shape, a)
+                # 1e-9 keeps 2.0 from flooring to 1 after float drift.
+                n = max(1, math.floor(req.acc + 1e-9))
+                req.acc -= n
+            grants.append(n)
+        self._sleep(seconds)
+        accepted = 0
+        for req, n in zip(running, grants, strict=True):
+            accepted += n
+            emitted = self._emit(req, n)
+            if self.metrics is not None and emitted:
+                self.metrics.inter_token(seconds * self.time_scale / emitted, emitted)
+        if self.metrics is not None:
+            self.metrics.decode_pass(graph)
+        self._win_seconds += seconds
+        self._win_accepted += accepted
+        self._win_verify += bs
+        self.forward_ct_decode += 1
+        with self._cond:
+            self._running = [r for r in self._running if r.finish_reason is None]
+            queued = len(self._waiting)
+        if self.forward_ct_decode % self.args.decode_log_interval == 0:
+            self._decode_line(bs, running, graph, queued)
+
+    def _decode_line(self, bs: int, reqs: list[Request], graph: bool, queued: int) -> None:
+        accept_len: float | None = None
+        accept_rate: float | None = None
+        if self.shape is not None and self._win_verify:
+            accept_len = self._win_accepted / self._win_verify
+            drafts = self._win_verify * (self.shape.num_draft_tokens - 1)
+            # Upstream since PR #23530: accepted draft tokens / proposed draft tokens.
+            accept_rate = (self._win_accepted - self._win_verify) / drafts
+        throughput = self._win_generated / self._win_seconds if self._win_seconds else 0.0
+        used = self._used_tokens(reqs)
+        stats = DecodeStats(
+            running=bs,
+            num_tokens=used,
+            token_usage=used / self.max_total_tokens,
+            accept_length=accept_len,
+            accept_rate=accept_rate,
+            graph=graph,
+            gen_throughput=throughput,
+            queued=queued,
+        )
+        self.printer.log(decode_line(stats))
+        self.last_decode = stats
+        if self.metrics is not None:
+            self.metrics.scheduler_window(
+                running=bs,
+                used_tokens=used,
+                token_usage=stats.token_usage,
+                queued=queued,
+                gen_throughput=throughput,
+                accept_length=accept_len or 0.0,
+                accept_rate=accept_rate or 0.0,
+                graph=graph,
+                max_total_tokens=self.max_total_tokens,
+            )
+        self._win_generated = 0
+        self._win_seconds = 0.0
+        self._win_accepted = 0
+        self._win_verify = 0
+
+    def _emit(self, req: Request, n: int) -> int:
+        """Give `req` up to `n` tokens; finish it at its limit. Returns tokens given."""
+        if req.finish_reason is not None:
+            return 0
+        n = min(n, req.limit - req.generated)
+        if n > 0:
+            pieces = [req.token_text(req.generated + i) for i in range(n)]
+            req.generated += n
+            self._win_generated += n
+            req.out.put(("tokens", pieces))
+        if req.generated >= req.limit:
+            reason = "length" if req.generated >= req.max_new_tokens else "stop"
+            self._finish(req, reason)
+        return max(n, 0)
+
+    def _finish(self, req: Request, reason: str) -> None:
+        if req.finish_reason is not None:
+            return
+        req.finish_reason = reason
+        if self.metrics is not None:
+            if reason == "abort":
+                self.metrics.aborted()
+            else:
+                self.metrics.finished(
+                    req.prompt_tokens, req.generated, time.monotonic() - req.created
+                )
+        req.out.put(("done", reason))

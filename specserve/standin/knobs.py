@@ -1,0 +1,72 @@
+"""Stand-in-only settings, read from SPECSERVE_STANDIN_* environment variables.
+
+They are environment variables, not flags, so the stand-in's flag surface stays exactly
+SGLang's and a profile's rendered argv starts either server unchanged.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+PREFIX = "SPECSERVE_STANDIN_"
+
+
+class KnobError(ValueError):
+    """A SPECSERVE_STANDIN_* variable holds a value the stand-in cannot use."""
+
+
+@dataclass(frozen=True)
+class Knobs:
+    load_seconds: float = 2.0
+    """Seconds before the port is bound (weights "loading": connections are refused)."""
+    warmup_seconds: float = 1.0
+    """Seconds after binding during which /health and /health_generate answer 503."""
+    behaviour_file: Path | None = None
+    """YAML/JSON behaviour file, re-read whenever its mtime or size changes."""
+    crash_after_seconds: float | None = None
+    """Exit non-zero this many seconds after start (rollback tests); None = never."""
+    crash_exit_code: int = 1
+    time_scale: float = 1.0
+    """Wall-clock multiplier for every simulated delay (0.1 = ten times faster; numbers
+    printed in the logs are unaffected, they come from the model)."""
+    base_tps: float = 90.0
+    """Single-request decode speed without speculation, cuda graph on (tokens/s)."""
+
+
+def _float(env: Mapping[str, str], name: str, default: float, minimum: float) -> float:
+    raw = env.get(PREFIX + name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise KnobError(f"{PREFIX}{name}={raw!r} is not a number") from None
+    if value < minimum:
+        raise KnobError(f"{PREFIX}{name}={raw!r} must be >= {minimum}")
+    return value
+
+
+def load_knobs(env: Mapping[str, str] | None = None) -> Knobs:
+    env = os.environ if env is None else env
+    crash_raw = env.get(PREFIX + "CRASH_AFTER_SECONDS")
+    crash = None if not crash_raw else _float(env, "CRASH_AFTER_SECONDS", 0.0, 0.0)
+    code = int(_float(env, "CRASH_EXIT_CODE", 1, 1))
+    if code > 255:
+        raise KnobError(f"{PREFIX}CRASH_EXIT_CODE={code} must be 1..255")
+    behaviour = env.get(PREFIX + "BEHAVIOUR_FILE")
+    time_scale = _float(env, "TIME_SCALE", 1.0, 0.0)
+    if time_scale == 0:
+        raise KnobError(f"{PREFIX}TIME_SCALE must be > 0")
+    base_tps = _float(env, "BASE_TPS", 90.0, 0.001)
+    return Knobs(
+        load_seconds=_float(env, "LOAD_SECONDS", 2.0, 0.0),
+        warmup_seconds=_float(env, "WARMUP_SECONDS", 1.0, 0.0),
+        behaviour_file=Path(behaviour) if behaviour else None,
+        crash_after_seconds=crash,
+        crash_exit_code=code,
+        time_scale=time_scale,
+        base_tps=base_tps,
+    )

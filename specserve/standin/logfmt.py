@@ -1,0 +1,122 @@
+"""SGLang's scheduler log format, as the stand-in prints it.
+
+Read from upstream `python/sglang/srt/observability/scheduler_metrics_mixin.py`
+(`report_prefill_stats` / `report_decode_stats`, 2026) and `run_scheduler_process`'s prefix rule:
+` DP<n>` when data parallel is on, ` PP<n>` when pp > 1, ` TP<n>` when tp > 1, ` EP<n>` when
+ep > 1, inside `[%(asctime)s...]`, date format `%Y-%m-%d %H:%M:%S`, `.%03d` milliseconds when
+SGLANG_LOG_MS is set. Only the first rank prints stats lines, so the stand-in prints rank 0.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from typing import TextIO
+
+from specserve.standin.args import StandinArgs
+
+
+def rank_prefix(args: StandinArgs) -> str:
+    """The ` DP0 PP0 TP0 EP0` part for rank 0 under upstream's rules."""
+    prefix = ""
+    if args.dp_size > 1 or args.enable_dp_attention:
+        prefix += " DP0"
+    if args.pp_size > 1:
+        prefix += " PP0"
+    if args.tp_size > 1:
+        prefix += " TP0"
+    if args.ep_size > 1:
+        prefix += " EP0"
+    return prefix
+
+
+class LinePrinter:
+    """Writes `[time{ranks}] message` lines, one write per line so lines never interleave."""
+
+    def __init__(
+        self, ranks: str, stream: TextIO | None = None, with_ms: bool | None = None
+    ) -> None:
+        self._ranks = ranks
+        self._stream = stream if stream is not None else sys.stdout
+        self._lock = threading.Lock()
+        ms_env = os.environ.get("SGLANG_LOG_MS", "").lower() in ("1", "true", "yes")
+        self._with_ms = ms_env if with_ms is None else with_ms
+
+    def stamp(self, now: float | None = None) -> str:
+        now = time.time() if now is None else now
+        text = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now))
+        if self._with_ms:
+            text += f".{int((now % 1) * 1000):03d}"
+        return text
+
+    def log(self, message: str, ranks: bool = True) -> None:
+        line = f"[{self.stamp()}{self._ranks if ranks else ''}] {message}\n"
+        with self._lock:
+            try:
+                self._stream.write(line)
+                self._stream.flush()
+            except (BrokenPipeError, ValueError):
+                # stdout closed by a dying pipe reader: the server keeps serving.
+                pass
+
+    def raw(self, text: str) -> None:
+        """A line without the prefix (uvicorn-style access lines)."""
+        with self._lock:
+            try:
+                self._stream.write(text + "\n")
+                self._stream.flush()
+            except (BrokenPipeError, ValueError):
+                pass
+
+
+@dataclass(frozen=True)
+class DecodeStats:
+    running: int
+    num_tokens: int
+    token_usage: float
+    accept_length: float | None
+    accept_rate: float | None
+    graph: bool
+    gen_throughput: float
+    queued: int
+
+
+@dataclass(frozen=True)
+class PrefillStats:
+    new_seq: int
+    new_token: int
+    cached_token: int
+    token_usage: float
+    running: int
+    queued: int
+    pending_token: int
+    graph: bool
+    input_throughput: float
+
+
+def decode_line(stats: DecodeStats) -> str:
+    msg = (
+        f"Decode batch, #running-req: {stats.running}, "
+        f"#token: {stats.num_tokens}, token usage: {stats.token_usage:.2f}, "
+    )
+    if stats.accept_length is not None:
+        msg += f"accept len: {stats.accept_length:.2f}, accept rate: {stats.accept_rate or 0:.2f}, "
+    msg += (
+        f"cuda graph: {stats.graph}, "
+        f"gen throughput (token/s): {stats.gen_throughput:.2f}, "
+        f"#queue-req: {stats.queued}"
+    )
+    return msg
+
+
+def prefill_line(stats: PrefillStats) -> str:
+    return (
+        f"Prefill batch, #new-seq: {stats.new_seq}, #new-token: {stats.new_token}, "
+        f"#cached-token: {stats.cached_token}, token usage: {stats.token_usage:.2f}, "
+        f"#running-req: {stats.running}, #queue-req: {stats.queued}, "
+        f"#pending-token: {stats.pending_token}, "
+        f"cuda graph: {stats.graph}, input throughput (token/s): {stats.input_throughput:.2f}"
+    )

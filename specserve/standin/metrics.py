@@ -1,0 +1,150 @@
+"""SGLang's native Prometheus metrics (`--enable-metrics`), with upstream's names and labels.
+
+Names, label sets and bucket bounds follow upstream
+`python/sglang/srt/observability/metrics_collector.py` (SchedulerMetricsCollector and
+TokenizerMetricsCollector). Like upstream, scheduler gauges are set only when a stats line is
+printed, so they hold the last window's values.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+TTFT_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400)
+E2E_BUCKETS = (
+    0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400, 600, 1200, 1800,
+    2400,
+)  # fmt: skip
+ITL_BUCKETS = (
+    0.002, 0.004, 0.006, 0.008, 0.010, 0.015, 0.020, 0.025, 0.030, 0.035, 0.040, 0.060, 0.080,
+    0.100, 0.200, 0.400, 0.600, 0.800, 1.000, 2.000, 4.000, 6.000, 8.000,
+)  # fmt: skip
+
+
+class NativeMetrics:
+    """One registry per server, so tests can run several stand-ins in one process."""
+
+    def __init__(self, model_name: str) -> None:
+        self.registry = CollectorRegistry()
+        sched = {
+            "model_name": model_name,
+            "engine_type": "unified",
+            "tp_rank": "0",
+            "pp_rank": "0",
+            "moe_ep_rank": "0",
+        }
+        names = list(sched)
+        r = self.registry
+
+        def gauge(name: str, doc: str) -> Gauge:
+            return Gauge(name, doc, names, registry=r)
+
+        self.num_running_reqs = gauge("sglang:num_running_reqs", "The number of running requests.")
+        self.num_used_tokens = gauge("sglang:num_used_tokens", "The number of used tokens.")
+        self.token_usage = gauge("sglang:token_usage", "The token usage.")
+        self.gen_throughput = gauge("sglang:gen_throughput", "The generation throughput (token/s).")
+        self.num_queue_reqs = gauge(
+            "sglang:num_queue_reqs", "The number of requests in the waiting queue."
+        )
+        self.spec_accept_length = gauge(
+            "sglang:spec_accept_length", "The average acceptance length of speculative decoding."
+        )
+        self.spec_accept_rate = gauge(
+            "sglang:spec_accept_rate",
+            "The average acceptance rate of speculative decoding "
+            "(`accepted tokens / total draft tokens` in batch).",
+        )
+        self.is_cuda_graph = gauge("sglang:is_cuda_graph", "Whether the batch is using CUDA graph.")
+        self.max_total_num_tokens = gauge(
+            "sglang:max_total_num_tokens", "Maximum total number of tokens in the KV cache pool."
+        )
+        self.cuda_graph_passes = Counter(
+            "sglang:cuda_graph_passes",
+            "Total number of forward passes categorized by CUDA graph.",
+            [*names, "mode"],
+            registry=r,
+        )
+        self._sched = sched
+
+        tok = {"model_name": model_name}
+        tnames = list(tok)
+        self.prompt_tokens = Counter(
+            "sglang:prompt_tokens", "Number of prefill tokens processed.", tnames, registry=r
+        )
+        self.generation_tokens = Counter(
+            "sglang:generation_tokens", "Number of generation tokens processed.", tnames, registry=r
+        )
+        self.num_requests = Counter(
+            "sglang:num_requests", "Number of requests processed.", tnames, registry=r
+        )
+        self.num_aborted_requests = Counter(
+            "sglang:num_aborted_requests", "Number of requests aborted.", tnames, registry=r
+        )
+        self.ttft = Histogram(
+            "sglang:time_to_first_token_seconds",
+            "Histogram of time to first token in seconds.",
+            tnames,
+            buckets=TTFT_BUCKETS,
+            registry=r,
+        )
+        self.itl = Histogram(
+            "sglang:inter_token_latency_seconds",
+            "Histogram of inter-token latency in seconds.",
+            tnames,
+            buckets=ITL_BUCKETS,
+            registry=r,
+        )
+        self.e2e = Histogram(
+            "sglang:e2e_request_latency_seconds",
+            "Histogram of End-to-end request latency in seconds",
+            tnames,
+            buckets=E2E_BUCKETS,
+            registry=r,
+        )
+        self._tok = tok
+
+    def scheduler_window(
+        self,
+        running: int,
+        used_tokens: int,
+        token_usage: float,
+        queued: int,
+        gen_throughput: float | None,
+        accept_length: float,
+        accept_rate: float,
+        graph: bool,
+        max_total_tokens: int,
+    ) -> None:
+        s = self._sched
+        self.num_running_reqs.labels(**s).set(running)
+        self.num_used_tokens.labels(**s).set(used_tokens)
+        self.token_usage.labels(**s).set(token_usage)
+        self.num_queue_reqs.labels(**s).set(queued)
+        self.max_total_num_tokens.labels(**s).set(max_total_tokens)
+        if gen_throughput is not None:
+            self.gen_throughput.labels(**s).set(gen_throughput)
+            self.spec_accept_length.labels(**s).set(accept_length)
+            self.spec_accept_rate.labels(**s).set(accept_rate)
+            self.is_cuda_graph.labels(**s).set(1.0 if graph else 0.0)
+
+    def decode_pass(self, graph: bool) -> None:
+        mode = "decode_cuda_graph" if graph else "decode_none"
+        self.cuda_graph_passes.labels(**self._sched, mode=mode).inc()
+
+    def first_token(self, seconds: float) -> None:
+        self.ttft.labels(**self._tok).observe(seconds)
+
+    def inter_token(self, seconds_per_token: float, tokens: int) -> None:
+        hist = self.itl.labels(**self._tok)
+        for _ in range(tokens):
+            hist.observe(seconds_per_token)
+
+    def finished(self, prompt_tokens: int, completion_tokens: int, e2e: float) -> None:
+        t = self._tok
+        self.prompt_tokens.labels(**t).inc(prompt_tokens)
+        self.generation_tokens.labels(**t).inc(completion_tokens)
+        self.num_requests.labels(**t).inc()
+        self.e2e.labels(**t).observe(e2e)
+
+    def aborted(self) -> None:
+        self.num_aborted_requests.labels(**self._tok).inc()
