@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import re
 import time
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
+from collections import Counter
 from itertools import compress
+from operator import itemgetter
 
 from specserve.buckets import concurrency_bucket
 
@@ -218,27 +220,34 @@ class Ingestor:
     def _observe_decode(
         self, shape: Shape, ranks: Ranks, matches: list[tuple[bytes, ...]]
     ) -> None:
-        # Columns first (zip and map run in C), then one pass per histogram.
-        columns = list(zip(*matches, strict=True))
+        # Column by column with map/itemgetter, which iterate in C. Accept lengths are printed
+        # with two decimals, so a chunk holds few distinct ones: count the strings first.
         state = self.state
         buckets = self._buckets
-        running = columns[shape.index(b"#running-req")]
-        for value in set(running).difference(buckets):
+        running = list(map(itemgetter(shape.index(b"#running-req")), matches))
+        distinct = set(running)
+        for value in distinct.difference(buckets):
             buckets[value] = concurrency_bucket(int(value))
-        labels = list(map(buckets.__getitem__, running))
-        throughputs = list(map(float, columns[shape.index(b"gen throughput (token/s)")]))
-        distinct = set(labels)
-        if len(distinct) == 1:
-            _add(state.throughput_histogram(ranks, labels[0]), throughputs)
+        labels = {buckets[value] for value in distinct}
+        throughputs = list(
+            map(float, map(itemgetter(shape.index(b"gen throughput (token/s)")), matches))
+        )
+        if len(labels) == 1:
+            _add(state.throughput_histogram(ranks, labels.pop()), throughputs)
         else:
-            for label in distinct:
+            per_line = list(map(buckets.__getitem__, running))
+            for label in labels:
                 _add(
                     state.throughput_histogram(ranks, label),
-                    list(compress(throughputs, map(label.__eq__, labels))),
+                    list(compress(throughputs, map(label.__eq__, per_line))),
                 )
         i_accept = shape.index(b"accept len")
         if i_accept >= 0:
-            _add(state.decode_series(ranks).accept_length, list(map(float, columns[i_accept])))
+            hist = state.decode_series(ranks).accept_length
+            for text, count in Counter(map(itemgetter(i_accept), matches)).items():
+                value = float(text)
+                hist.counts[bisect_left(hist.bounds, value)] += count
+                hist.sum += value * count
 
     def _observe_prefill(
         self, shape: Shape, ranks: Ranks, matches: list[tuple[bytes, ...]], last: StatsLine
