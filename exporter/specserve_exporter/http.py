@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from collections.abc import Callable, Iterable
 from socketserver import ThreadingMixIn
@@ -25,6 +26,10 @@ INDEX = b"""<html><head><title>specserve exporter</title></head><body>
 class _ThreadingServer(ThreadingMixIn, WSGIServer):
     daemon_threads = True
     allow_reuse_address = True
+
+
+class _ThreadingServerV6(_ThreadingServer):
+    address_family = socket.AF_INET6
 
 
 class _QuietHandler(WSGIRequestHandler):
@@ -69,8 +74,9 @@ def make_app(registry: CollectorRegistry, source: Source) -> Callable[..., Itera
 
 class HttpServer:
     def __init__(self, host: str, port: int, app: Callable[..., Iterable[bytes]]) -> None:
+        server_class = _ThreadingServerV6 if ":" in host else _ThreadingServer
         self._server = make_server(
-            host, port, app, server_class=_ThreadingServer, handler_class=_QuietHandler
+            host, port, app, server_class=server_class, handler_class=_QuietHandler
         )
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
