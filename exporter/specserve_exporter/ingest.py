@@ -102,8 +102,11 @@ class Shape:
         self.bracketed = prefix.endswith(b"] ")
         pattern += counter + re.escape(head.group(2)) + b" "
         # Every byte up to the end of the line must be accounted for, or it is not this shape.
+        # findall returns plain strings, not tuples, for a regex with one group: an empty
+        # trailing group keeps every match a tuple indexed by `captured`.
+        padding = b"()" if len(captured) < 2 else b""
         self.regex = re.compile(
-            pattern + b", ".join(parts) + rb"(?:, ?| )?\r?$", re.MULTILINE
+            pattern + b", ".join(parts) + rb"(?:, ?| )?\r?$" + padding, re.MULTILINE
         )
 
     def __eq__(self, other: object) -> bool:

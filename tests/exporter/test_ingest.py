@@ -149,3 +149,16 @@ def test_random_bytes_never_raise(blob: bytes) -> None:
     body = blob if blob.endswith(b"\n") else blob + b"\n"
     fast = assert_same([body, body])
     assert fast[("specserve_log_lines_read_total", ())] == 2 * body.count(b"\n")
+
+
+def test_shape_with_one_captured_value_counts_the_value_not_its_bytes() -> None:
+    # A prefill shape without #cached-token captures one group; findall would then return
+    # strings, and indexing a string gives a byte value (b"6"[0] == 54), not the number.
+    line = (
+        b"[2026-03-01 10:00:00 TP0] Prefill batch, #new-seq: 1, #new-token: 6, "
+        b"token usage: 0.01, #running-req: 0, #queue-req: 0"
+    )
+    body = b"\n".join([line] * 10) + b"\n"
+    fast = assert_same([body, body])
+    rank0 = (("dp", "0"), ("pp", "0"), ("tp", "0"))
+    assert fast[("specserve_prefill_new_tokens_total", rank0)] == 120

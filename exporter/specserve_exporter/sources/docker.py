@@ -7,6 +7,8 @@ followed. Timestamps from the API let a reconnect resume right after the last li
 
 from __future__ import annotations
 
+import time
+
 import docker
 import docker.errors
 import requests.exceptions
@@ -35,6 +37,11 @@ class DockerSource(Source):
         self._client = client
         self._stream: object | None = None
         self._connected_once = False
+        # "Start at the end" means: skip what the container had printed when the exporter
+        # started. A container absent at start has no such history; and once history was
+        # skipped, a reconnect before any new line arrived must keep skipping it (`since`).
+        self._seen_absent = False
+        self._history_end: float | None = None
 
     def run(self) -> None:
         try:
@@ -56,6 +63,7 @@ class DockerSource(Source):
             self._client = client
             container = client.containers.get(self.container_name)
         except docker.errors.NotFound:
+            self._seen_absent = True
             self.set_state(SourceState.WAITING, f"container {self.container_name} not found")
             return
         except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
@@ -68,8 +76,11 @@ class DockerSource(Source):
         kwargs: dict[str, object] = {"stream": True, "follow": True, "timestamps": True}
         if self._stripper.last_time is not None:
             kwargs["since"] = self._stripper.last_time
-        elif not self._from_beginning and not self._connected_once:
+        elif self._history_end is not None:
+            kwargs["since"] = self._history_end
+        elif not self._from_beginning and not self._connected_once and not self._seen_absent:
             kwargs["tail"] = 0  # like tail -F: only what is written from now on
+            self._history_end = time.time()
         if self._connected_once:
             self.count_reopen()
         self._connected_once = True

@@ -57,6 +57,10 @@ class KubernetesSource(Source):
         self._stripper = TimestampStripper(sink)
         self._connected_once = False
         self._response: object | None = None
+        # "Start at the end" skips what the pod had logged when the exporter started: not when
+        # no pod was there at start, and still after a reconnect that came before a new line.
+        self._seen_absent = False
+        self._history_end: float | None = None
 
     def run(self) -> None:
         try:
@@ -71,6 +75,17 @@ class KubernetesSource(Source):
         response = self._response
         if response is not None and hasattr(response, "release_conn"):
             response.release_conn()
+
+    def _api_error(self, action: str, exc: Exception) -> str:
+        """One line naming what failed and the fix (ApiException's str() is a multi-line dump)."""
+        if not isinstance(exc, ApiException):
+            return (f"Kubernetes API unreachable, cannot {action} ({exc}): check --kubeconfig or "
+                    "the pod's service account")
+        message = f"Kubernetes API refused to {action}: {exc.status} {exc.reason}"
+        if exc.status in (401, 403):
+            message += (f"; grant the exporter's service account get/list on pods and get on "
+                        f"pods/log in namespace {self.namespace} (the chart's Role does)")
+        return message
 
     def _pod_name(self) -> str | None:
         if self.pod:
@@ -88,9 +103,10 @@ class KubernetesSource(Source):
         try:
             pod = self._pod_name()
         except (ApiException, urllib3.exceptions.HTTPError) as exc:
-            self.set_state(SourceState.ERROR, f"Kubernetes API error listing pods: {exc}")
+            self.set_state(SourceState.ERROR, self._api_error("list pods", exc))
             return
         if pod is None:
+            self._seen_absent = True
             self.set_state(SourceState.WAITING, f"no running pod matches {self.selector!r}")
             return
         kwargs: dict[str, object] = {
@@ -98,16 +114,19 @@ class KubernetesSource(Source):
         }
         if self.container:
             kwargs["container"] = self.container
-        if self._stripper.last_time is not None:
+        last = self._stripper.last_time
+        resume_after = last if last is not None else self._history_end
+        if resume_after is not None:
             # The API has no sub-second `sinceTime` in this client: ask a little early and let
-            # the timestamp filter drop what was already counted.
-            kwargs["since_seconds"] = max(1, int(time.time() - self._stripper.last_time) + 2)
-        elif not self._from_beginning and not self._connected_once:
+            # the timestamp filter drop what was already counted (or skipped at start).
+            kwargs["since_seconds"] = max(1, int(time.time() - resume_after) + 2)
+        elif not self._from_beginning and not self._connected_once and not self._seen_absent:
             kwargs["tail_lines"] = 0
+            self._history_end = time.time()
         if self._connected_once:
             self.count_reopen()
         self._connected_once = True
-        self._stripper.resume()
+        self._stripper.resume(floor=resume_after)
         buffer = LineBuffer(self._stripper)
         try:
             self._response = self.api.read_namespaced_pod_log(pod, self.namespace, **kwargs)
@@ -118,7 +137,7 @@ class KubernetesSource(Source):
                     break
         except ApiException as exc:
             state = SourceState.ERROR if exc.status in (401, 403) else SourceState.WAITING
-            self.set_state(state, f"pod log request failed: {exc.status} {exc.reason}")
+            self.set_state(state, self._api_error(f"read the log of pod {pod}", exc))
         except (urllib3.exceptions.HTTPError, OSError, AttributeError) as exc:
             self.set_state(SourceState.WAITING, f"pod log stream ended: {exc}")
         finally:

@@ -38,9 +38,10 @@ class TimestampStripper:
         self.last_time: float | None = None
         self._skip_until: float | None = None
 
-    def resume(self) -> None:
-        """Call before reading a new stream that may repeat lines already seen."""
-        self._skip_until = self.last_time
+    def resume(self, floor: float | None = None) -> None:
+        """Call before reading a new stream that may repeat lines already seen; `floor`: also
+        drop lines up to this time when none was seen yet (history skipped at start)."""
+        self._skip_until = self.last_time if self.last_time is not None else floor
 
     def __call__(self, chunk: bytes) -> None:
         if self._skip_until is not None:
