@@ -12,7 +12,7 @@ env \
   --tool-call-parser kimi_k2 \
   --reasoning-parser kimi_k2 \
   --tp-size 8 \
-  --host 0.0.0.0 \
+  --host 127.0.0.1 \
   --port 8000 \
   --mem-fraction-static 0.85 \
   --num-continuous-decode-steps 4 \
