@@ -1,0 +1,200 @@
+"""The whole monitoring chain on loopback, each part started the way users start it.
+
+stand-in SGLang (`specserve-launch` with a copy of profiles/standin-cpu.yaml, teeing a log file)
+-> `specserve-exporter --profile` following that file -> Debian's Prometheus scraping the exporter
+and the stand-in's /metrics, loading rules rendered by `specserve rules render --overrides`
+-> Debian's Alertmanager with the shipped routing and inhibitions -> a webhook receiver here.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import requests
+import yaml
+
+from specserve.monitoring.alertmanager import alertmanager_config
+from specserve.monitoring.rules import ALERTS
+from tests.e2e.processes import Services, free_port, http_ok, wait_until
+from tests.e2e.prom import Prometheus
+from tests.e2e.webhook import WebhookReceiver
+
+ROOT = Path(__file__).resolve().parents[2]
+STANDIN_PROFILE = ROOT / "profiles" / "standin-cpu.yaml"
+BINDIR = Path(sys.executable).parent
+PROMETHEUS = "/usr/bin/prometheus"
+ALERTMANAGER = "/usr/bin/prometheus-alertmanager"
+EXPORTER_JOB = "specserve-exporter"
+SGLANG_JOB = "sglang"
+# Stand-in clock: 20x faster than model time; a Decode line every 10 decode iterations.
+TIME_SCALE = "0.05"
+DECODE_LOG_INTERVAL = 10
+# Short `for:` through the overrides file users have. The two "is the pipeline there" alerts get
+# a little longer so one slow scrape on a busy CI machine cannot fire them.
+FOR_SHORT = "2s"
+FOR_PIPELINE = {"SpecServeExporterDown": "10s", "SpecServeLogSourceDown": "10s"}
+
+
+@dataclass
+class Stack:
+    services: Services
+    prometheus: Prometheus
+    receiver: WebhookReceiver
+    standin_url: str
+    alertmanager_url: str
+    behaviour_file: Path
+    profile: Path
+    rules_file: Path
+
+    def alertmanager_alerts(self) -> list[dict[str, Any]]:
+        """Alertmanager's view (/api/v2/alerts), with each alert's inhibition status."""
+        response = requests.get(self.alertmanager_url + "/api/v2/alerts", timeout=10)
+        response.raise_for_status()
+        return list(response.json())
+
+    def set_behaviour(self, behaviour: Mapping[str, float]) -> None:
+        """Rewrite the stand-in's behaviour file (beside + rename: it is never half-written)."""
+        tmp = self.behaviour_file.with_name(self.behaviour_file.name + ".tmp")
+        tmp.write_text(yaml.safe_dump(dict(behaviour)), encoding="utf-8")
+        os.replace(tmp, self.behaviour_file)
+
+
+def write_profile(path: Path, port: int, log: Path, behaviour: Path) -> None:
+    doc = yaml.safe_load(STANDIN_PROFILE.read_text(encoding="utf-8"))
+    for section in ("target", "drafter"):
+        # The copy lives in a temp dir: make the fixture model paths absolute.
+        doc[section]["path"] = str((STANDIN_PROFILE.parent / doc[section]["path"]).resolve())
+    doc["server"]["port"] = port
+    doc["logging"] = {"file": str(log), "decode_log_interval": DECODE_LOG_INTERVAL}
+    doc["env"] = {
+        "SPECSERVE_STANDIN_LOAD_SECONDS": "0.3",
+        "SPECSERVE_STANDIN_WARMUP_SECONDS": "0.2",
+        "SPECSERVE_STANDIN_TIME_SCALE": TIME_SCALE,
+        "SPECSERVE_STANDIN_BEHAVIOUR_FILE": str(behaviour),
+    }
+    path.write_text(yaml.safe_dump(doc), encoding="utf-8")
+
+
+def write_overrides(path: Path) -> None:
+    alerts = {alert.name: {"for": FOR_PIPELINE.get(alert.name, FOR_SHORT)} for alert in ALERTS}
+    path.write_text(yaml.safe_dump({"alerts": alerts}), encoding="utf-8")
+
+
+def render_rules(overrides: Path, out: Path) -> None:
+    """The user's command: `specserve rules render --overrides F --out F`."""
+    done = subprocess.run(
+        [str(BINDIR / "specserve"), "rules", "render", "--overrides", str(overrides),
+         "--out", str(out)],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, f"specserve rules render failed: {done.stderr}"
+
+
+def alertmanager_yaml(receiver: WebhookReceiver) -> dict[str, Any]:
+    """The shipped example (routes by severity, inhibitions), pointed at the test's receiver
+    and with waits short enough for a test; nothing else changed."""
+    config = alertmanager_config()
+    for item in config["receivers"]:
+        for hook in item["webhook_configs"]:
+            hook["url"] = receiver.url("/" + hook["url"].rsplit("/", 1)[1])
+    config["route"].update(group_wait="1s", group_interval="1s", repeat_interval="1h")
+    return config
+
+
+def prometheus_yaml(exporter: int, standin: int, alertmanager: int, rules: Path) -> dict[str, Any]:
+    return {
+        "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
+        "rule_files": [str(rules)],
+        "alerting": {
+            "alertmanagers": [{"static_configs": [{"targets": [f"127.0.0.1:{alertmanager}"]}]}]
+        },
+        "scrape_configs": [
+            {"job_name": EXPORTER_JOB,
+             "static_configs": [{"targets": [f"127.0.0.1:{exporter}"]}]},
+            {"job_name": SGLANG_JOB, "static_configs": [{"targets": [f"127.0.0.1:{standin}"]}]},
+        ],
+    }  # fmt: skip
+
+
+def missing_binaries() -> list[str]:
+    return [name for name in (PROMETHEUS, ALERTMANAGER) if shutil.which(name) is None]
+
+
+@contextmanager
+def running_stack(workdir: Path, initial_behaviour: Mapping[str, float]) -> Iterator[Stack]:
+    missing = missing_binaries()
+    # Installed by scripts/setup/system-packages.sh: absent means a broken setup, not a skip.
+    assert not missing, f"{', '.join(missing)} not installed: run scripts/setup/system-packages.sh"
+    workdir.mkdir(parents=True, exist_ok=True)
+    services = Services(workdir)
+    receiver = WebhookReceiver()
+    receiver.start()
+    try:
+        standin_port, exporter_port = free_port(), free_port()
+        am_port, prom_port = free_port(), free_port()
+        log = workdir / "logs" / "sglang.log"
+        behaviour = workdir / "behaviour.yaml"
+        profile = workdir / "standin-profile.yaml"
+        overrides = workdir / "overrides.yaml"
+        rules = workdir / "rules" / "specserve.yml"
+        write_profile(profile, standin_port, log, behaviour)
+        stack = Stack(services, Prometheus(f"http://127.0.0.1:{prom_port}"), receiver,
+                      f"http://127.0.0.1:{standin_port}", f"http://127.0.0.1:{am_port}",
+                      behaviour, profile, rules)  # fmt: skip
+        stack.set_behaviour(initial_behaviour)
+        write_overrides(overrides)
+        render_rules(overrides, rules)
+
+        path_env = {"PATH": f"{BINDIR}:{os.environ.get('PATH', '')}"}
+        services.start("standin", [str(BINDIR / "specserve-launch"), str(profile)], path_env)
+        wait_until("the stand-in's /health", http_ok(stack.standin_url + "/health"), 30,
+                   services=services)  # fmt: skip
+        services.start(
+            "exporter",
+            [str(BINDIR / "specserve-exporter"), "--source", "file", "--file", str(log),
+             "--from-beginning", "--profile", str(profile),
+             "--listen-address", f"127.0.0.1:{exporter_port}"],
+        )  # fmt: skip
+        wait_until("the exporter's /healthz", http_ok(f"http://127.0.0.1:{exporter_port}/healthz"),
+                   20, services=services)  # fmt: skip
+
+        am_config = workdir / "alertmanager.yml"
+        am_config.write_text(yaml.safe_dump(alertmanager_yaml(receiver)), encoding="utf-8")
+        services.start(
+            "alertmanager",
+            [ALERTMANAGER, f"--config.file={am_config}", f"--storage.path={workdir / 'am-data'}",
+             f"--web.listen-address=127.0.0.1:{am_port}",
+             # Empty: no gossip listener on 0.0.0.0:9094, one instance needs no cluster.
+             "--cluster.listen-address=", "--log.level=warn"],
+        )  # fmt: skip
+        wait_until("Alertmanager ready", http_ok(stack.alertmanager_url + "/-/ready"), 30,
+                   services=services)  # fmt: skip
+
+        prom_config = workdir / "prometheus.yml"
+        prom_config.write_text(
+            yaml.safe_dump(prometheus_yaml(exporter_port, standin_port, am_port, rules)),
+            encoding="utf-8",
+        )
+        services.start(
+            "prometheus",
+            [PROMETHEUS, f"--config.file={prom_config}",
+             f"--storage.tsdb.path={workdir / 'prom-data'}",
+             f"--web.listen-address=127.0.0.1:{prom_port}", "--log.level=warn"],
+        )  # fmt: skip
+        wait_until("Prometheus ready", http_ok(stack.prometheus.url + "/-/ready"), 30,
+                   services=services)  # fmt: skip
+        wanted = {EXPORTER_JOB: "up", SGLANG_JOB: "up"}
+        wait_until("both scrape targets up", lambda: stack.prometheus.targets_up() == wanted, 20,
+                   services=services)  # fmt: skip
+        yield stack
+    finally:
+        services.stop_all()
+        receiver.stop()
