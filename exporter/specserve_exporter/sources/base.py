@@ -107,3 +107,23 @@ class Source:
 
     def run(self) -> None:
         raise NotImplementedError
+
+
+class ReconnectingSource(Source):
+    """A source that follows an API log stream and reconnects when it ends (container or pod
+    restarts), waiting `retry_interval` between attempts. Subclasses implement _follow_once()."""
+
+    def __init__(self, retry_interval: float) -> None:
+        super().__init__()
+        self.retry_interval = retry_interval
+
+    def run(self) -> None:
+        try:
+            while not self.stop_event.is_set():
+                self._follow_once()
+                self.stop_event.wait(self.retry_interval)
+        finally:
+            self.set_state(SourceState.STOPPED)
+
+    def _follow_once(self) -> None:
+        raise NotImplementedError

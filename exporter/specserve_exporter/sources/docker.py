@@ -13,11 +13,11 @@ import docker
 import docker.errors
 import requests.exceptions
 
-from .base import LineBuffer, LineSink, Source, SourceState
+from .base import LineBuffer, LineSink, ReconnectingSource, SourceState
 from .timestamped import TimestampStripper
 
 
-class DockerSource(Source):
+class DockerSource(ReconnectingSource):
     kind = "docker"
 
     def __init__(
@@ -29,9 +29,8 @@ class DockerSource(Source):
         retry_interval: float = 1.0,
         client: docker.DockerClient | None = None,
     ) -> None:
-        super().__init__()
+        super().__init__(retry_interval)
         self.container_name = container
-        self.retry_interval = retry_interval
         self._from_beginning = from_beginning
         self._stripper = TimestampStripper(sink)
         self._client = client
@@ -42,14 +41,6 @@ class DockerSource(Source):
         # skipped, a reconnect before any new line arrived must keep skipping it (`since`).
         self._seen_absent = False
         self._history_end: float | None = None
-
-    def run(self) -> None:
-        try:
-            while not self.stop_event.is_set():
-                self._follow_once()
-                self.stop_event.wait(self.retry_interval)
-        finally:
-            self.set_state(SourceState.STOPPED)
 
     def stop(self) -> None:
         super().stop()

@@ -15,7 +15,7 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
-from .base import LineBuffer, LineSink, Source, SourceState
+from .base import LineBuffer, LineSink, ReconnectingSource, SourceState
 from .timestamped import TimestampStripper
 
 
@@ -31,7 +31,7 @@ def load_api(kubeconfig: str | None = None) -> k8s.CoreV1Api:
     return k8s.CoreV1Api()
 
 
-class KubernetesSource(Source):
+class KubernetesSource(ReconnectingSource):
     kind = "kubernetes"
 
     def __init__(
@@ -46,13 +46,12 @@ class KubernetesSource(Source):
         from_beginning: bool = False,
         retry_interval: float = 1.0,
     ) -> None:
-        super().__init__()
+        super().__init__(retry_interval)
         if not pod and not selector:
             raise ValueError("give a pod name or a label selector")
         self.api = api
         self.namespace, self.pod, self.selector = namespace, pod, selector
         self.container = container
-        self.retry_interval = retry_interval
         self._from_beginning = from_beginning
         self._stripper = TimestampStripper(sink)
         self._connected_once = False
@@ -61,14 +60,6 @@ class KubernetesSource(Source):
         # no pod was there at start, and still after a reconnect that came before a new line.
         self._seen_absent = False
         self._history_end: float | None = None
-
-    def run(self) -> None:
-        try:
-            while not self.stop_event.is_set():
-                self._follow_once()
-                self.stop_event.wait(self.retry_interval)
-        finally:
-            self.set_state(SourceState.STOPPED)
 
     def stop(self) -> None:
         super().stop()
