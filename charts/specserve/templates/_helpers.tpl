@@ -1,0 +1,237 @@
+{{/* Names and labels. */}}
+{{- define "specserve.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 40 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "specserve.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 52 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 52 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 52 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "specserve.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+app.kubernetes.io/name: {{ include "specserve.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{/* Selector labels; call with (dict "ctx" $ "component" "server"). */}}
+{{- define "specserve.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "specserve.name" .ctx }}
+app.kubernetes.io/instance: {{ .ctx.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{- define "specserve.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "specserve.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* repository:tag, or repository@digest when a digest is pinned. */}}
+{{- define "specserve.image" -}}
+{{- if .digest }}
+{{- printf "%s@%s" .repository .digest }}
+{{- else }}
+{{- printf "%s:%s" .repository .tag }}
+{{- end }}
+{{- end }}
+
+{{/*
+The effective profile as YAML: values.profile when given (whole, never merged with the default),
+else files/profiles/default.yaml; then values.profileOverrides deep-merged over it. A loopback
+server.host (the profile library's default, and what profiles use on a shared host) becomes
+0.0.0.0: probes, Services and the router reach the pod's own, cluster-internal address.
+*/}}
+{{- define "specserve.profileYaml" -}}
+{{- $base := deepCopy (.Values.profile | default dict) }}
+{{- if not $base }}
+{{- $base = .Files.Get "files/profiles/default.yaml" | fromYaml }}
+{{- end }}
+{{- $p := mergeOverwrite $base (deepCopy (.Values.profileOverrides | default dict)) }}
+{{- $server := $p.server | default dict }}
+{{- if has (toString ($server.host | default "127.0.0.1")) (list "127.0.0.1" "localhost" "::1") }}
+{{- $_ := set $server "host" "0.0.0.0" }}
+{{- $_ := set $p "server" $server }}
+{{- end }}
+{{- toYaml $p }}
+{{- end }}
+
+{{/* Profile facts, with the profile library's defaults (specserve/profile/model.py). */}}
+{{- define "specserve.port" -}}
+{{- int (dig "server" "port" 30000 (include "specserve.profileYaml" . | fromYaml)) }}
+{{- end }}
+
+{{- define "specserve.gpuCount" -}}
+{{- int (dig "gpu" "count" 0 (include "specserve.profileYaml" . | fromYaml)) }}
+{{- end }}
+
+{{- define "specserve.logFile" -}}
+{{- dig "logging" "file" "" (include "specserve.profileYaml" . | fromYaml) | default "" }}
+{{- end }}
+
+{{- define "specserve.apiKeyFile" -}}
+{{- $key := dig "server" "api_key" dict (include "specserve.profileYaml" . | fromYaml) | default dict }}
+{{- $key.file | default "" }}
+{{- end }}
+
+{{- define "specserve.apiKeyEnv" -}}
+{{- $key := dig "server" "api_key" dict (include "specserve.profileYaml" . | fromYaml) | default dict }}
+{{- $key.env | default "" }}
+{{- end }}
+
+{{- define "specserve.speculative" -}}
+{{- $drafter := (include "specserve.profileYaml" . | fromYaml).drafter | default dict }}
+{{- if and $drafter.algorithm (ne $drafter.algorithm "none") }}true{{ else }}false{{ end }}
+{{- end }}
+
+{{/* Short hash of the download spec: a changed repo list gets a new Job and a new marker. */}}
+{{- define "specserve.downloadId" -}}
+{{- toJson .Values.model.download.repos | sha256sum | trunc 8 }}
+{{- end }}
+
+{{- define "specserve.downloadMarker" -}}
+{{- printf "%s/.specserve-download-%s.done" (trimSuffix "/" .Values.model.mountPath) (include "specserve.downloadId" .) }}
+{{- end }}
+
+{{/*
+Every guardrail the schema cannot express, with the field, the problem and the fix. Rendered
+(and so checked) by every template that depends on the profile.
+*/}}
+{{- define "specserve.validate" -}}
+{{- $p := include "specserve.profileYaml" . | fromYaml }}
+{{- $par := $p.parallelism | default dict }}
+{{- $tp := int ($par.tp | default 1) }}
+{{- $dp := int ($par.dp | default 1) }}
+{{- $needed := mul $tp $dp }}
+{{- if $par.enable_dp_attention }}{{ $needed = $tp }}{{ end }}
+{{- $count := int (include "specserve.gpuCount" .) }}
+{{- if ne $needed $count }}
+{{- fail (printf "profile.parallelism: tp x dp = %d GPUs but profile.gpu.count asks for %d; the pod's %s comes from gpu.count. Fix: make tp x dp equal gpu.count (e.g. tp: %d)" $needed $count .Values.server.gpuResourceName $count) }}
+{{- end }}
+{{- range $section := list "requests" "limits" }}
+{{- if hasKey (get $.Values.server.resources $section | default dict) $.Values.server.gpuResourceName }}
+{{- fail (printf "server.resources.%s sets %s: the GPU count comes from profile.gpu.count (checked against tp x dp). Fix: remove it from server.resources and set profile.gpu.count" $section $.Values.server.gpuResourceName) }}
+{{- end }}
+{{- end }}
+{{- if and .Values.exporter.enabled (not (include "specserve.logFile" .)) }}
+{{- fail "exporter.enabled follows the SGLang log file, but profile.logging.file is null. Fix: set profile.logging.file (e.g. /var/log/specserve/sglang.log), or exporter.enabled: false" }}
+{{- end }}
+{{- if and (or (include "specserve.apiKeyFile" .) (include "specserve.apiKeyEnv" .)) (not .Values.apiKey.existingSecret) }}
+{{- fail "profile.server.api_key reads the API key from a secret, but apiKey.existingSecret is empty. Fix: kubectl create secret generic specserve-api-key --from-file=api-key=KEYFILE and set apiKey.existingSecret: specserve-api-key" }}
+{{- end }}
+{{- with include "specserve.apiKeyFile" . }}
+{{- if or (eq (dir .) "/") (hasPrefix "/etc/specserve" .) }}
+{{- fail (printf "profile.server.api_key.file %s: its directory is mounted from the Secret and must be a directory of its own, e.g. /run/secrets/specserve/api-key" .) }}
+{{- end }}
+{{- end }}
+{{- with include "specserve.logFile" . }}
+{{- if or (eq (dir .) "/") (not (isAbs .)) }}
+{{- fail (printf "profile.logging.file %s: the log directory is a volume shared with the exporter and must be an absolute directory of its own, e.g. /var/log/specserve/sglang.log" .) }}
+{{- end }}
+{{- end }}
+{{- $mount := trimSuffix "/" .Values.model.mountPath }}
+{{- $paths := list (list "profile.target.path" (dig "target" "path" "" $p)) }}
+{{- with $p.drafter }}{{ with .path }}{{ $paths = append $paths (list "profile.drafter.path" .) }}{{ end }}{{ end }}
+{{- range $paths }}
+{{- $field := index . 0 }}{{ $path := index . 1 }}
+{{- if and (isAbs $path) (not (hasPrefix (printf "%s/" $mount) $path)) }}
+{{- fail (printf "%s is %s, outside model.mountPath %s: the model volume would not contain it. Fix: put the model under %s/ or change model.mountPath" $field $path $mount $mount) }}
+{{- end }}
+{{- if and (eq $.Values.model.storage "download") (isAbs $path) }}
+{{- $dirs := list }}
+{{- range $.Values.model.download.repos }}{{ $dirs = append $dirs (printf "%s/%s" $mount .dir) }}{{ end }}
+{{- if not (has (trimSuffix "/" $path) $dirs) }}
+{{- fail (printf "%s is %s but model.download.repos downloads only into %s. Fix: add {repo: ORG/NAME, dir: %s} to model.download.repos" $field $path (join ", " $dirs) (base $path)) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if eq .Values.model.storage "existingClaim" }}
+{{- if not .Values.model.existingClaim.claimName }}
+{{- fail "model.storage is existingClaim but model.existingClaim.claimName is empty. Fix: set it to the PVC that holds the model directories" }}
+{{- end }}
+{{- else if eq .Values.model.storage "hostPath" }}
+{{- if not .Values.model.hostPath.path }}
+{{- fail "model.storage is hostPath but model.hostPath.path is empty. Fix: set it to the node directory that holds the model directories" }}
+{{- end }}
+{{- else if eq .Values.model.storage "download" }}
+{{- if not .Values.model.download.repos }}
+{{- fail "model.storage is download but model.download.repos is empty. Fix: list [{repo: ORG/NAME, dir: DIR}] for the target and the drafter" }}
+{{- end }}
+{{- if and (gt (int .Values.replicaCount) 1) (not (has "ReadWriteMany" .Values.model.download.pvc.accessModes)) }}
+{{- fail (printf "replicaCount %d reads the downloaded weights from several nodes, but model.download.pvc.accessModes is %s. Fix: use accessModes: [ReadWriteMany] with a storage class that supports it, or model.storage existingClaim / hostPath" (int .Values.replicaCount) (toJson .Values.model.download.pvc.accessModes)) }}
+{{- end }}
+{{- end }}
+{{- if eq .Values.server.strategy.type "RollingUpdate" }}
+{{- $surge := dig "rollingUpdate" "maxSurge" 1 .Values.server.strategy }}
+{{- if not (or (eq (toString $surge) "0") (eq (toString $surge) "0%")) }}
+{{- fail (printf "server.strategy.rollingUpdate.maxSurge is %v: a surge pod needs a whole free GPU node and waits Pending forever on a full one. Fix: maxSurge: 0 with maxUnavailable: 1, or strategy.type: Recreate" $surge) }}
+{{- end }}
+{{- end }}
+{{- if and .Values.serviceMonitor.enabled .Values.podMonitor.enabled }}
+{{- fail "serviceMonitor.enabled and podMonitor.enabled would scrape every pod twice (duplicate series). Fix: enable one of them" }}
+{{- end }}
+{{- end }}
+
+{{/* The model volume (pod spec `volumes` entry), named "model". */}}
+{{- define "specserve.modelVolume" -}}
+- name: model
+{{- if eq .Values.model.storage "existingClaim" }}
+  persistentVolumeClaim:
+    claimName: {{ .Values.model.existingClaim.claimName }}
+    readOnly: true
+{{- else if eq .Values.model.storage "hostPath" }}
+  hostPath:
+    path: {{ .Values.model.hostPath.path }}
+    {{- with .Values.model.hostPath.type }}
+    type: {{ . }}
+    {{- end }}
+{{- else }}
+  persistentVolumeClaim:
+    claimName: {{ include "specserve.fullname" . }}-models
+    readOnly: true
+{{- end }}
+{{- end }}
+
+{{/* Pod placement shared by the server and the pods that must see the same node-local data. */}}
+{{- define "specserve.placement" -}}
+{{- with .Values.server.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.server.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{- define "specserve.exporterFloor" -}}
+{{- if kindIs "invalid" .Values.tests.acceptLengthFloor }}
+{{- .Values.prometheusRule.alerts.SpecDecodeAcceptLengthLow.thresholds.floor }}
+{{- else }}
+{{- .Values.tests.acceptLengthFloor }}
+{{- end }}
+{{- end }}
+
+{{/* A binary-suffixed quantity (Ki Mi Gi) or plain number as an integer number of bytes. */}}
+{{- define "specserve.bytes" -}}
+{{- $q := toString . }}
+{{- $units := dict "Ki" 1024 "Mi" 1048576 "Gi" 1073741824 }}
+{{- $out := "" }}
+{{- range $suffix, $mult := $units }}
+{{- if hasSuffix $suffix $q }}{{ $out = mul (int64 (trimSuffix $suffix $q)) $mult }}{{ end }}
+{{- end }}
+{{- if eq (toString $out) "" }}{{ $out = int64 $q }}{{ end }}
+{{- $out }}
+{{- end }}

@@ -1,0 +1,52 @@
+"""The chart README documents every value in values.yaml, and NOTES.txt tells how to watch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.helm.conftest import CHART, helm
+
+# Subtrees documented as one row: their content is free-form or documented elsewhere.
+WHOLE = {"server.strategy", "server.resources", "server.tolerations", "server.podSecurityContext",
+         "server.securityContext", "model.download.repos", "model.download.resources",
+         "validation.resources", "exporter.resources", "exporter.securityContext",
+         "ingress.hosts", "router.resources", "router.securityContext", "profile",
+         "profileOverrides"}  # fmt: skip
+
+
+def _paths(node: Any, prefix: str = "") -> list[str]:
+    if prefix in WHOLE or prefix.startswith("prometheusRule.alerts"):
+        return [prefix]
+    if isinstance(node, dict) and node:
+        out: list[str] = []
+        for key, value in node.items():
+            out += _paths(value, f"{prefix}.{key}" if prefix else key)
+        return out
+    return [prefix]
+
+
+def test_readme_documents_every_value() -> None:
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    readme = (CHART / "README.md").read_text()
+    table = readme.split("## Values", 1)[1]
+    missing = [p for p in _paths(values) if not p.startswith("prometheusRule.alerts")
+               and f"| `{p}` |" not in table]  # fmt: skip
+    assert not missing, f"values not documented in charts/specserve/README.md: {missing}"
+    for alert_row in ("disabled", "for", "thresholds.<name>"):
+        assert f"| `prometheusRule.alerts.<Alert>.{alert_row}` |" in table
+    assert "## Kubernetes quick start" in readme
+
+
+def test_notes_tell_how_to_watch_the_load_and_reach_the_dashboard(tools: Path) -> None:
+    result = helm(tools, "install", "kimi", str(CHART), "--dry-run=client", "-n", "inference",
+                  "--set", "model.storage=download")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    notes = result.stdout.split("NOTES:", 1)[1]
+    assert "kubectl -n inference logs -f deploy/kimi-specserve -c sglang" in notes
+    assert "kubectl -n inference logs -f job/kimi-specserve-download-" in notes
+    assert "3600 s" in notes  # the startup probe budget
+    assert "helm test kimi -n inference --logs" in notes
+    assert "/d/specserve-overview" in notes

@@ -1,0 +1,126 @@
+"""Bad values fail `helm template` with a message naming the field, the problem and the fix:
+first the values schema (values.schema.json), then the chart's own checks (_helpers.tpl)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.helm.conftest import CHART, template
+
+SCHEMA_CASES = [
+    (["--set", "replicaCount=0"], "at '/replicaCount': minimum: got 0, want 1"),
+    (
+        ["--set", "model.storage=s3"],
+        "at '/model/storage': value must be one of 'existingClaim', 'hostPath', 'download'",
+    ),
+    (["--set", "image.tag=latest"], "at '/image/tag'"),
+    (["--set", "server.shm.sizeLimit=lots"], "at '/server/shm/sizeLimit'"),
+    (["--set", "replicas=3"], "additional properties 'replicas' not allowed"),
+    (["--set", "server.strategy.type=Rolling"], "at '/server/strategy/type'"),
+    (["--set", "serviceMonitor.interval=15"], "at '/serviceMonitor/interval'"),
+    (
+        ["--set", "prometheusRule.alerts.SpecDecodeBelowBaseline.for=soon"],
+        "at '/prometheusRule/alerts/SpecDecodeBelowBaseline/for'",
+    ),
+    (["--set", "router.policy=fastest"], "at '/router/policy'"),
+    # The profile is checked by the same JSON Schema as `specserve check`.
+    (["--set", "profile.version=1,profile.name=x"], "at '/profile': missing properties"),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), SCHEMA_CASES, ids=[c[1][:40] for c in SCHEMA_CASES])
+def test_values_schema_rejects(tools: Path, args: list[str], message: str) -> None:
+    result = template(tools, *args)
+    assert result.returncode != 0
+    assert "values don't meet the specifications of the schema" in result.stderr
+    assert message in result.stderr, result.stderr
+
+
+def _profile_file(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "values.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_profile_literal_api_key_is_refused_by_the_schema(tools: Path, tmp_path: Path) -> None:
+    kimi = (CHART / "files" / "profiles" / "default.yaml").read_text()
+    doc = kimi.replace("api_key: {file: /run/secrets/specserve/api-key}", "api_key: sk-secret")
+    values = "profile:\n" + "".join("  " + line for line in doc.splitlines(keepends=True))
+    result = template(tools, "--values", str(_profile_file(tmp_path, values)))
+    assert result.returncode != 0
+    assert "at '/profile/server/api_key'" in result.stderr
+
+
+GUARDRAILS = [
+    (
+        ["--set", "profileOverrides.parallelism.tp=4"],
+        "profile.parallelism: tp x dp = 4 GPUs but profile.gpu.count asks for 8; the pod's "
+        "nvidia.com/gpu comes from gpu.count. Fix: make tp x dp equal gpu.count (e.g. tp: 8)",
+    ),
+    (
+        ["--set", "profileOverrides.parallelism.dp=2"],
+        "tp x dp = 16 GPUs but profile.gpu.count asks for 8",
+    ),
+    (
+        ["--set", "server.resources.limits.nvidia\\.com/gpu=4"],
+        "server.resources.limits sets nvidia.com/gpu: the GPU count comes from profile.gpu.count",
+    ),
+    (
+        ["--set", "apiKey.existingSecret="],
+        "apiKey.existingSecret is empty. Fix: kubectl create secret",
+    ),
+    (
+        ["--set", "model.mountPath=/weights"],
+        "profile.target.path is /models/Kimi-K2.5, outside model.mountPath /weights",
+    ),
+    (
+        [
+            "--set",
+            "model.storage=download",
+            "--set",
+            "model.download.repos[0].repo=moonshotai/Kimi-K2.5",
+            "--set",
+            "model.download.repos[0].dir=kimi",
+        ],
+        "profile.target.path is /models/Kimi-K2.5 but model.download.repos downloads only "
+        "into /models/kimi",
+    ),
+    (
+        ["--set", "model.storage=download", "--set", "replicaCount=2"],
+        "replicaCount 2 reads the downloaded weights from several nodes, but "
+        'model.download.pvc.accessModes is ["ReadWriteOnce"]',
+    ),
+    (
+        ["--set", "server.strategy.type=RollingUpdate"],
+        "server.strategy.rollingUpdate.maxSurge is 1: a surge pod needs a whole free GPU node",
+    ),
+    (["--set", "podMonitor.enabled=true"], "would scrape every pod twice"),
+    (["--set", "model.existingClaim.claimName="], "model.existingClaim.claimName is empty"),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), GUARDRAILS, ids=[c[1][:40] for c in GUARDRAILS])
+def test_chart_guardrails(tools: Path, args: list[str], message: str) -> None:
+    result = template(tools, *args)
+    assert result.returncode != 0, result.stdout[:300]
+    assert message in result.stderr, result.stderr
+
+
+def test_exporter_needs_the_log_file(tools: Path, tmp_path: Path) -> None:
+    small = (CHART / "ci" / "small-model-values.yaml").read_text()
+    values = small.replace("file: /var/log/specserve/sglang.log", "file: null")
+    result = template(tools, "--values", str(_profile_file(tmp_path, values)))
+    assert result.returncode != 0
+    assert "profile.logging.file is null. Fix: set profile.logging.file" in result.stderr
+    ok = template(
+        tools, "--values", str(_profile_file(tmp_path, values)), "--set", "exporter.enabled=false"
+    )
+    assert ok.returncode == 0, ok.stderr
+
+
+def test_rolling_update_without_surge_is_accepted(tools: Path) -> None:
+    result = template(tools, "--set", "server.strategy.type=RollingUpdate",
+                      "--set", "server.strategy.rollingUpdate.maxSurge=0")  # fmt: skip
+    assert result.returncode == 0, result.stderr

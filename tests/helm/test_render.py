@@ -1,0 +1,238 @@
+"""helm lint, golden renders, schema validation (Kubernetes 1.30-1.35 + Prometheus Operator CRDs)
+and the rendered objects' essential properties, over the CI values matrix (charts/specserve/ci)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.helm import k8s_schemas
+from tests.helm.conftest import CHART, CI_VALUES, Rendered, helm
+
+GOLDEN = Path(__file__).resolve().parent / "golden"
+MATRIX = [p.name.removesuffix("-values.yaml") for p in CI_VALUES]
+
+
+def test_matrix_covers_the_issue() -> None:
+    assert set(MATRIX) == {
+        "kimi-default", "small-model", "existing-pvc", "hostpath-cache", "download-job",
+        "monitoring-off", "replicas-router",
+    }  # fmt: skip
+
+
+def test_helm_lint_default_and_every_ci_values_file(tools: Path) -> None:
+    for extra in [[]] + [["--values", str(p)] for p in CI_VALUES]:
+        result = helm(tools, "lint", "--strict", str(CHART), *extra)
+        assert result.returncode == 0, f"{extra}: {result.stdout}{result.stderr}"
+        assert "1 chart(s) linted, 0 chart(s) failed" in result.stdout
+
+
+@pytest.mark.parametrize("name", MATRIX)
+def test_golden(rendered: dict[str, Rendered], name: str) -> None:
+    path = GOLDEN / f"{name}.yaml"
+    text = rendered[name].text
+    if os.environ.get("UPDATE") == "1":
+        path.write_text(text, encoding="utf-8")
+    assert path.is_file(), f"no golden file {path}: run UPDATE=1 pytest tests/helm"
+    assert text == path.read_text(encoding="utf-8"), (
+        f"{name} renders differently from {path}; if intended: UPDATE=1 pytest tests/helm"
+    )
+
+
+@pytest.mark.parametrize("version", k8s_schemas.KUBERNETES_VERSIONS)
+def test_every_object_matches_the_api_schemas(rendered: dict[str, Rendered], version: str) -> None:
+    problems: list[str] = []
+    checked = 0
+    for render in rendered.values():
+        for doc in render.docs:
+            problems += [f"{render.name}: {e}" for e in k8s_schemas.errors(doc, version)]
+            checked += 1
+    assert checked > 70
+    assert not problems, "\n".join(problems)
+
+
+def test_crd_objects_are_checked_against_the_operator_schemas(
+    rendered: dict[str, Rendered],
+) -> None:
+    kinds = {d["kind"] for r in rendered.values() for d in r.docs if k8s_schemas.is_crd(d)}
+    assert kinds == {"ServiceMonitor", "PodMonitor", "PrometheusRule"}
+    bad = rendered["kimi-default"].one("ServiceMonitor")
+    bad = {**bad, "spec": {**bad["spec"], "endpoints": [{"port": "metrics", "intervall": "15s"}]}}
+    assert any("intervall" in e for e in k8s_schemas.errors(bad, "1.30"))
+
+
+def _pod(render: Rendered, name: str = "specserve") -> dict:
+    return render.one("Deployment", name)["spec"]["template"]["spec"]
+
+
+def _container(render: Rendered, name: str) -> dict:
+    (found,) = [c for c in _pod(render)["containers"] if c["name"] == name]
+    return found
+
+
+def test_gpu_count_comes_from_the_profile(rendered: dict[str, Rendered]) -> None:
+    kimi = _container(rendered["kimi-default"], "sglang")["resources"]
+    assert kimi["limits"]["nvidia.com/gpu"] == 8 and kimi["requests"]["nvidia.com/gpu"] == 8
+    small = _container(rendered["small-model"], "sglang")["resources"]
+    assert small["limits"]["nvidia.com/gpu"] == 1
+    assert _pod(rendered["kimi-default"])["runtimeClassName"] == "nvidia"
+
+
+def test_default_strategy_is_recreate_and_probes_budget_an_hour(
+    rendered: dict[str, Rendered],
+) -> None:
+    render = rendered["kimi-default"]
+    assert render.one("Deployment", "specserve")["spec"]["strategy"] == {"type": "Recreate"}
+    sglang = _container(render, "sglang")
+    startup, ready, live = sglang["startupProbe"], sglang["readinessProbe"], sglang["livenessProbe"]
+    assert startup["httpGet"]["path"] == ready["httpGet"]["path"] == "/health_generate"
+    assert live["httpGet"]["path"] == "/health"
+    budget = startup["initialDelaySeconds"] + startup["periodSeconds"] * startup["failureThreshold"]
+    assert budget == 3600
+    assert ready["timeoutSeconds"] == 60
+    assert sglang["lifecycle"]["preStop"] == {"sleep": {"seconds": 15}}
+    assert _pod(render)["terminationGracePeriodSeconds"] == 300
+
+
+def test_shm_logs_secret_and_profile_volumes(rendered: dict[str, Rendered]) -> None:
+    render = rendered["kimi-default"]
+    volumes = {v["name"]: v for v in _pod(render)["volumes"]}
+    assert volumes["dshm"]["emptyDir"] == {"medium": "Memory", "sizeLimit": "64Gi"}
+    # 6 files of 100 MiB (backup_count 5 + the live one) plus 64 MiB slack.
+    assert volumes["logs"]["emptyDir"]["sizeLimit"] == 6 * 104857600 + 64 * 1048576
+    assert volumes["api-key"]["secret"]["items"] == [{"key": "api-key", "path": "api-key"}]
+    mounts = {m["name"]: m["mountPath"] for m in _container(render, "sglang")["volumeMounts"]}
+    # The profile says api_key: {file: /run/secrets/specserve/api-key}.
+    assert mounts["api-key"] == "/run/secrets/specserve"
+    assert mounts["logs"] == "/var/log/specserve" and mounts["profile"] == "/etc/specserve"
+    exporter = _container(render, "exporter")
+    assert exporter["args"][:4] == ["--source", "file", "--file", "/var/log/specserve/sglang.log"]
+    sc = exporter["securityContext"]
+    assert (
+        sc["runAsNonRoot"]
+        and sc["readOnlyRootFilesystem"]
+        and sc["capabilities"] == {"drop": ["ALL"]}
+    )
+    assert not _pod(render)["automountServiceAccountToken"]
+
+
+def test_storage_modes(rendered: dict[str, Rendered]) -> None:
+    def model_volume(name: str) -> dict:
+        (vol,) = [v for v in _pod(rendered[name])["volumes"] if v["name"] == "model"]
+        return vol
+
+    assert model_volume("existing-pvc")["persistentVolumeClaim"]["claimName"] == "kimi-k2-5-weights"
+    assert model_volume("hostpath-cache")["hostPath"] == {
+        "path": "/mnt/nvme/models",
+        "type": "Directory",
+    }
+    download = rendered["download-job"]
+    assert model_volume("download-job")["persistentVolumeClaim"]["claimName"] == "specserve-models"
+    pvc = download.one("PersistentVolumeClaim")
+    assert pvc["spec"]["resources"]["requests"]["storage"] == "1500Gi"
+    assert pvc["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    (job,) = [j for j in download.objects("Job") if "download" in j["metadata"]["name"]]
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    # The token reaches huggingface_hub as a file (HF_TOKEN_PATH), never as an env value.
+    env = {e["name"]: e for e in container["env"]}
+    assert "HF_TOKEN" not in env and env["HF_TOKEN_PATH"]["value"] == "/run/secrets/hf/token"
+    volumes = {v["name"]: v for v in job["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["hf-token"]["secret"]["secretName"] == "hf-token"
+    assert volumes["hf-token"]["secret"]["items"] == [{"key": "token", "path": "token"}]
+    (init,) = _pod(download)["initContainers"]
+    # The server waits for exactly the marker the Job writes.
+    assert init["command"][3] == container["command"][4]
+    assert init["command"][3].startswith("/models/.specserve-download-")
+
+
+def test_validation_hook_runs_specserve_check_before_the_release(
+    rendered: dict[str, Rendered],
+) -> None:
+    render = rendered["existing-pvc"]
+    job = render.one("Job", "specserve-validate")
+    assert job["metadata"]["annotations"]["helm.sh/hook"] == "pre-install,pre-upgrade"
+    cm = render.one("ConfigMap", "specserve-profile-check")
+    assert int(cm["metadata"]["annotations"]["helm.sh/hook-weight"]) < int(
+        job["metadata"]["annotations"]["helm.sh/hook-weight"]
+    )
+    assert cm["data"] == render.one("ConfigMap", "specserve-profile")["data"]
+    pod = job["spec"]["template"]["spec"]
+    assert pod["containers"][0]["command"] == [
+        "specserve", "check", "/etc/specserve/profile.yaml", "--weights-root", "/models",
+        "--require-models",
+    ]  # fmt: skip
+    assert {
+        "name": "model",
+        "persistentVolumeClaim": {"claimName": "kimi-k2-5-weights", "readOnly": True},
+    } in pod["volumes"]
+    hostpath = rendered["hostpath-cache"].one("Job", "specserve-validate")["spec"]["template"][
+        "spec"
+    ]
+    assert hostpath["nodeSelector"] == {"specserve.io/model-cache": "kimi-k2.5"}
+    # First install in download mode: no PVC yet, so profile checks only.
+    first = rendered["download-job"].one("Job", "specserve-validate")["spec"]["template"]["spec"]
+    assert first["containers"][0]["command"][-1] == "--configs-only"
+    assert all(v["name"] != "model" for v in first["volumes"])
+
+
+def test_several_replicas_router_and_anti_affinity(rendered: dict[str, Rendered]) -> None:
+    render = rendered["replicas-router"]
+    deploy = render.one("Deployment", "specserve")
+    assert deploy["spec"]["replicas"] == 3
+    anti = _pod(render)["affinity"]["podAntiAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]
+    assert anti[0]["topologyKey"] == "kubernetes.io/hostname"
+    assert anti[0]["labelSelector"]["matchLabels"]["app.kubernetes.io/component"] == "server"
+    router = render.one("Deployment", "specserve-router")["spec"]["template"]["spec"]
+    (container,) = router["containers"]
+    assert container["image"] == "lmsysorg/sgl-model-gateway:v0.3.2"
+    args = container["args"]
+    assert args[args.index("--service-discovery-port") + 1] == "8000"
+    assert "app.kubernetes.io/component=server" in args
+    assert "cat /run/secrets/specserve/api-key" in container["command"][2]
+    role = render.one("Role", "specserve-router")
+    assert role["rules"] == [
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}
+    ]
+    ingress = render.one("Ingress")
+    backend = ingress["spec"]["rules"][0]["http"]["paths"][0]["backend"]["service"]
+    assert backend == {"name": "specserve-router", "port": {"number": 30000}}
+    assert "ServiceMonitor" not in {d["kind"] for d in render.docs}
+    assert render.one("PodMonitor")["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+
+
+def test_monitoring_objects(rendered: dict[str, Rendered]) -> None:
+    render = rendered["kimi-default"]
+    monitor = render.one("ServiceMonitor")
+    jobs = [e["relabelings"][0]["replacement"] for e in monitor["spec"]["endpoints"]]
+    assert jobs == ["specserve-exporter", "specserve-sglang"]
+    dashboard = render.one("ConfigMap", "specserve-dashboard")
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
+    source = (
+        CHART.parents[1] / "monitoring" / "grafana" / "dashboards" / "specserve.json"
+    ).read_text()
+    assert dashboard["data"]["specserve.json"] == source.rstrip("\n")
+    off = rendered["monitoring-off"]
+    kinds = {d["kind"] for d in off.docs}
+    assert not kinds & {"ServiceMonitor", "PodMonitor", "PrometheusRule"}
+    assert [c["name"] for c in _pod(off)["containers"]] == ["sglang"]
+    alerts = rendered["replicas-router"].one("ConfigMap", "specserve-grafana-alerts")
+    assert alerts["metadata"]["labels"]["grafana_alert"] == "1"
+    assert "SPECSERVE_PROMETHEUS_DATASOURCE_UID" in alerts["data"]["specserve-alerts.yml"]
+
+
+def test_helm_test_pod(rendered: dict[str, Rendered]) -> None:
+    pod = rendered["replicas-router"].one("Pod", "specserve-test")
+    assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
+    env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
+    assert env["SPECSERVE_TEST_API_URL"] == "http://specserve-router.inference.svc:30000"
+    assert env["SPECSERVE_TEST_PODS_HOST"] == "specserve-pods.inference.svc"
+    assert env["SPECSERVE_TEST_FLOOR"] == "1.5"  # the SpecDecodeAcceptLengthLow floor
+    assert env["SPECSERVE_TEST_SPECULATIVE"] == "true"
+    script = rendered["replicas-router"].one("ConfigMap", "specserve-test")["data"][
+        "check_serving.py"
+    ]
+    assert script == (CHART / "files" / "helm-test" / "check_serving.py").read_text().rstrip("\n")

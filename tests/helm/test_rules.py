@@ -1,0 +1,64 @@
+"""The rendered PrometheusRule passes promtool's checks and the rules' own unit tests."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.helm.conftest import REPO, Rendered
+
+RULE_TESTS = REPO / "monitoring" / "prometheus" / "tests"
+
+
+@pytest.fixture(scope="module")
+def promtool() -> str:
+    path = shutil.which("promtool")
+    if path is None:
+        pytest.fail("promtool is required (apt-get install prometheus)")
+    return path
+
+
+def rules_file(render: Rendered, tmp_path: Path) -> Path:
+    spec = render.one("PrometheusRule")["spec"]
+    path = tmp_path / f"{render.name}.rules.yml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def run(*argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=120, check=False)
+
+
+@pytest.mark.parametrize("name", ["kimi-default", "replicas-router"])
+def test_promtool_check_rules(
+    rendered: dict[str, Rendered], promtool: str, tmp_path: Path, name: str
+) -> None:
+    result = run(
+        promtool, "check", "rules", str(rules_file(rendered[name], tmp_path)), cwd=tmp_path
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS: 15 rules found" in result.stdout
+
+
+def test_rule_unit_tests_pass_on_the_rendered_rules(
+    rendered: dict[str, Rendered], promtool: str, tmp_path: Path
+) -> None:
+    rules = rules_file(rendered["kimi-default"], tmp_path)
+    tests = []
+    for source in sorted(RULE_TESTS.glob("*.yml")):
+        doc = yaml.safe_load(source.read_text(encoding="utf-8"))
+        if not doc["rule_files"]:
+            continue  # pure PromQL tests (Grafana's queries), no rule file involved
+        assert doc["rule_files"] == ["../specserve-rules.yml"], source
+        doc["rule_files"] = [rules.name]
+        target = tmp_path / source.name
+        target.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+        tests.append(target.name)
+    assert len(tests) >= 10
+    result = run(promtool, "test", "rules", *tests, cwd=tmp_path)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert result.stdout.count("SUCCESS") == len(tests)
