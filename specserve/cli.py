@@ -16,6 +16,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "specserve.profile.cli",
     "specserve.monitoring.cli",
     "specserve.nccl.cli",
+    "specserve.bench.cli",
 )
 
 

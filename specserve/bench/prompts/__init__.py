@@ -1,0 +1,1 @@
+"""Data package: the shipped benchmark prompt set (builtin.jsonl)."""

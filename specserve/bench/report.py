@@ -1,0 +1,133 @@
+"""results.md: the run as a Markdown table a person reads (or pastes into an issue)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from specserve.buckets import concurrency_bucket
+
+COLUMNS = (
+    "concurrency",
+    "ok/requests",
+    "agg tok/s",
+    "req tok/s p50",
+    "TTFT p50 ms",
+    "TTFT p99 ms",
+    "ITL p50 ms",
+    "ITL p99 ms",
+    "accept len",
+    "server gen tok/s",
+    "speedup",
+)
+
+
+def _fmt(value: float | None, digits: int = 1, scale: float = 1.0) -> str:
+    return "-" if value is None else f"{value * scale:.{digits}f}"
+
+
+def speculative_summary(server: dict[str, Any]) -> str:
+    spec = server.get("speculative")
+    if not spec:
+        return "no speculation"
+    return (
+        f"{spec['algorithm']}, steps {spec['num_steps']}, top-k {spec['eagle_topk']}, "
+        f"draft tokens {spec['num_draft_tokens']}"
+    )
+
+
+def _server_gen(level: dict[str, Any]) -> float | None:
+    exporter = level.get("exporter") or {}
+    value: float | None = (exporter.get("gen_throughput_tok_s") or {}).get(
+        concurrency_bucket(level["concurrency"])
+    )
+    return value
+
+
+def _row(level: dict[str, Any], with_baseline: bool) -> list[str]:
+    exporter = level.get("exporter") or {}
+    if level["ok"] == 0:
+        first = level["errors"][0]["message"] if level["errors"] else "unknown error"
+        agg = f"all failed: {first[:80]}"
+    else:
+        agg = _fmt(level["agg_tok_s"])
+    speedup = level.get("speedup")
+    cells = [
+        str(level["concurrency"]),
+        f"{level['ok']}/{level['requests']}",
+        agg,
+        _fmt(level["request_tok_s"]["p50"]),
+        _fmt(level["ttft_s"]["p50"], scale=1000),
+        _fmt(level["ttft_s"]["p99"], scale=1000),
+        _fmt(level["itl_s"]["p50"], 2, 1000),
+        _fmt(level["itl_s"]["p99"], 2, 1000),
+        _fmt(exporter.get("accept_length"), 2),
+        _fmt(_server_gen(level)),
+    ]
+    if with_baseline:
+        cells.append("-" if speedup is None else f"{speedup:.2f}x")
+    return cells
+
+
+def markdown(result: dict[str, Any]) -> str:
+    """Heading, run facts and one row per level; a speedup column when a baseline is attached."""
+    server = result["server"]
+    settings = result["settings"]
+    baseline = result.get("baseline")
+    lines = [
+        f"# specserve bench: {result['label']}",
+        "",
+        f"- server: {result['url']} ({server['model']}, version {server['version'] or '?'})",
+        f"- speculative decoding: {speculative_summary(server)}",
+        f"- prompts: {settings['prompts']} (kinds {', '.join(settings['kinds'])}), "
+        f"{settings['max_tokens']} output tokens per request, temperature "
+        f"{settings['temperature']:g}",
+        f"- run: {result['started_at']} to {result['finished_at']}",
+    ]
+    if baseline:
+        lines.append(
+            f"- baseline: {baseline['label']} ({baseline['file'] or baseline['url']}); "
+            f"speedup = agg tok/s / baseline agg tok/s at the same concurrency"
+        )
+    if server.get("standin"):
+        scale = (server["info"].get("standin_knobs") or {}).get("time_scale")
+        factor = f"{1 / scale:g} x" if scale else "?"
+        lines.append(
+            f"- **stand-in server, not SGLang**: a simulated model; client-side (wall-clock) "
+            f"numbers are {factor} the model's because SPECSERVE_STANDIN_TIME_SCALE={scale}; "
+            f"accept len and server gen tok/s are in model time"
+        )
+    lines += [
+        "",
+        "agg tok/s: output tokens of all requests / wall time of the level. req tok/s: one "
+        "request's tokens after the first / time after the first. ITL: gap between streamed "
+        "chunks (one chunk per verify pass when speculating). accept len and server gen tok/s: "
+        "what the exporter saw in the server's decode log during the level (gen tok/s of the "
+        "level's concurrency bucket).",
+        "",
+    ]
+    columns = COLUMNS if baseline else COLUMNS[:-1]
+    lines.append("| " + " | ".join(columns) + " |")
+    lines.append("|" + "|".join("---:" for _ in columns) + "|")
+    lines.extend(
+        "| " + " | ".join(_row(level, bool(baseline))) + " |" for level in result["levels"]
+    )
+    problems = [
+        f"- concurrency {lv['concurrency']}: {e['count']} x {e['message']}"
+        for lv in result["levels"]
+        for e in lv["errors"]
+    ]
+    short = [lv for lv in result["levels"] if lv["short_outputs"]]
+    if short:
+        problems += [
+            f"- concurrency {lv['concurrency']}: {lv['short_outputs']} responses shorter than "
+            f"{settings['max_tokens']} tokens: the server may not honour ignore_eos"
+            for lv in short
+        ]
+    problems += [
+        f"- concurrency {lv['concurrency']}: exporter: {lv['exporter_error']}"
+        for lv in result["levels"]
+        if lv.get("exporter_error")
+    ]
+    if problems:
+        lines += ["", "## Problems", "", *problems]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,74 @@
+"""Before a run: can the server be reached, which model does it serve, how does it speculate."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from specserve.bench.client import describe_http_error, describe_transport_error
+
+# Server args whose values must never land in a result file that gets shared.
+_SECRET = re.compile(r"(^|_)(api_key|key|secret|password|token)$", re.IGNORECASE)
+REDACTED = "<redacted>"
+
+
+class ServerError(RuntimeError):
+    """The server cannot be benchmarked; the message names the URL and the fix."""
+
+
+@dataclass(frozen=True)
+class ServerFacts:
+    model: str
+    info: dict[str, Any]
+    speculative: dict[str, Any] | None
+
+
+def redact(info: dict[str, Any]) -> dict[str, Any]:
+    return {
+        k: (REDACTED if _SECRET.search(k) and v not in (None, "") else v) for k, v in info.items()
+    }
+
+
+def speculative_params(info: dict[str, Any]) -> dict[str, Any] | None:
+    """The speculative settings from /get_server_info, None when the server does not speculate."""
+    algorithm = info.get("speculative_algorithm")
+    if not algorithm:
+        return None
+    return {
+        "algorithm": algorithm,
+        "num_steps": info.get("speculative_num_steps"),
+        "eagle_topk": info.get("speculative_eagle_topk"),
+        "num_draft_tokens": info.get("speculative_num_draft_tokens"),
+        "draft_model_path": info.get("speculative_draft_model_path"),
+    }
+
+
+def _get(client: httpx.Client, url: str) -> httpx.Response:
+    try:
+        response = client.get(url)
+    except httpx.HTTPError as exc:
+        raise ServerError(describe_transport_error(url, exc)) from None
+    if response.status_code != 200:
+        raise ServerError(describe_http_error(url, response.status_code, response.text))
+    return response
+
+
+def probe(client: httpx.Client, base_url: str, model: str | None) -> ServerFacts:
+    """Ask /v1/models (which needs the API key, so a bad key fails here) and /get_server_info."""
+    models = _get(client, f"{base_url}/v1/models").json()
+    served = [m.get("id") for m in models.get("data") or [] if isinstance(m, dict)]
+    if model is None:
+        if not served:
+            raise ServerError(f"{base_url}/v1/models lists no model; pass --model NAME")
+        model = str(served[0])
+    response = _get(client, f"{base_url}/get_server_info")
+    try:
+        info = response.json()
+    except ValueError:
+        raise ServerError(f"{base_url}/get_server_info did not answer JSON") from None
+    if not isinstance(info, dict):
+        raise ServerError(f"{base_url}/get_server_info did not answer a JSON object")
+    return ServerFacts(model=model, info=redact(info), speculative=speculative_params(info))
