@@ -7,10 +7,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from specserve.monitoring.dashboard import dashboard_json
 from specserve.monitoring.generate import main as generate_main
 from specserve.monitoring.grafana_alerting import grafana_alert_rules
 from specserve.monitoring.helm import helm_template, helm_values_text
-from specserve.monitoring.overrides import OverridesError, load_overrides_file
+from specserve.monitoring.overrides import OverridesError, load_overrides_file, resolve_settings
 from specserve.monitoring.rules import DEFAULT_RUNBOOK_BASE_URL, render_rules
 from specserve.monitoring.yamlio import dump_yaml
 
@@ -47,8 +48,21 @@ def _render(args: argparse.Namespace, build: Any) -> int:
     return 0
 
 
+def _dashboard(args: argparse.Namespace) -> int:
+    try:
+        overrides, _ = _overrides(args.overrides)
+        text = dashboard_json(resolve_settings(overrides))
+    except OverridesError as err:
+        print(f"specserve rules dashboard: {err}", file=sys.stderr)
+        return 2
+    _emit(text, args.out)
+    return 0
+
+
 def _handle(args: argparse.Namespace) -> int:
     command = args.rules_command
+    if command == "dashboard":
+        return _dashboard(args)
     if command == "render":
         return _render(args, render_rules)
     if command == "grafana-alerts":
@@ -69,13 +83,14 @@ def register(subparsers: Any) -> None:
         "rules",
         help="render Prometheus/Grafana/Helm alert rules from the one rule source",
         description="Render specserve's alert and recording rules. Overrides file (YAML): "
-        "{runbook_base_url: URL, alerts: {AlertName: {enabled: bool, for: 5m, "
+        "{runbook_base_url: URL, alerts: {AlertName: {enabled: bool, for: 5m, window: 2m, "
         "thresholds: {name: value}}}}; see docs/alerts.md for names.",
     )
     commands = parser.add_subparsers(dest="rules_command", required=True, metavar="ACTION")
     for name, help_text in (
         ("render", "Prometheus rule file"),
         ("grafana-alerts", "Grafana-managed alert provisioning file"),
+        ("dashboard", "Grafana dashboard JSON at the overridden windows and thresholds"),
     ):
         sub = commands.add_parser(name, help=help_text)
         sub.add_argument("--overrides", type=Path, help="YAML file of per-alert overrides")

@@ -1,14 +1,16 @@
 """The Grafana dashboard, built with grafana-foundation-sdk.
 
 Every panel queries the `${datasource}` variable (no datasource UID is written anywhere) and has
-a unit. Panels that compare with alerts use the alert's own expressions, recording rules inlined,
-so the dashboard works where the Prometheus rule file is not loaded and shows what alerts see.
+a unit. Panels that compare with alerts use the alert's own expressions at the alert's own
+window and threshold (recording rules inlined), so the dashboard works where the Prometheus rule
+file is not loaded and shows what the alerts see. The committed dashboard uses the default
+settings; `specserve rules dashboard --overrides F` renders it for overridden windows/thresholds.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,10 +37,12 @@ from grafana_foundation_sdk.models.dashboard import (
 
 from specserve.monitoring.rules import (
     ACCEPT_LENGTH_MEAN,
-    ALERTS_BY_NAME,
+    ALERTS,
     REJECTED_RATIO,
     SPEEDUP_RATIO,
     THROUGHPUT_MEAN,
+    AlertSettings,
+    default_settings,
     inline_rule,
 )
 
@@ -65,10 +69,19 @@ def _per_server(native_metric: str) -> str:
     return f"sum by (instance) (max by (instance, dp_rank) ({native_metric}))"
 
 
-def _default(alert: str, name: str) -> float:
-    value = ALERTS_BY_NAME[alert].threshold(name).default
+Settings = Mapping[str, AlertSettings]
+
+
+def _number(settings: Settings, alert: str, name: str) -> float:
+    value = settings[alert].thresholds[name]
     assert isinstance(value, float)
     return value
+
+
+def _window(settings: Settings, alert: str) -> str:
+    window = settings[alert].window
+    assert window is not None, f"{alert} has no window"
+    return window
 
 
 def _target(query: Query, ref_id: str) -> prometheus.Dataquery:
@@ -145,9 +158,21 @@ def _state(title: str, queries: list[Query], description: str, width: int = 12) 
     return _with_queries(panel, queries)
 
 
-def _accept_length_row(builder: dashboard.Dashboard) -> dashboard.Dashboard:
-    rejected = _default("SpecDecodeDraftsRejected", "max_accept_length")
-    floor = _default("SpecDecodeAcceptLengthLow", "floor")
+def _accept_length_means(settings: Settings) -> list[Query]:
+    """The mean at each accept-length alert's window, labelled with the alerts that use it."""
+    users: dict[str, list[str]] = {}
+    for alert in ("SpecDecodeDraftsRejected", "SpecDecodeAcceptLengthLow"):
+        users.setdefault(_window(settings, alert), []).append(alert)
+    return [
+        Query(inline_rule(ACCEPT_LENGTH_MEAN, window),
+              f"{{{{instance}}}} {window} mean ({', '.join(alerts)})")
+        for window, alerts in users.items()
+    ]  # fmt: skip
+
+
+def _accept_length_row(builder: dashboard.Dashboard, settings: Settings) -> dashboard.Dashboard:
+    rejected = _number(settings, "SpecDecodeDraftsRejected", "max_accept_length")
+    floor = _number(settings, "SpecDecodeAcceptLengthLow", "floor")
     return (
         builder.with_row(dashboard.Row("Speculative decoding"))
         .with_panel(
@@ -155,7 +180,7 @@ def _accept_length_row(builder: dashboard.Dashboard) -> dashboard.Dashboard:
                 "Accept length",
                 TOKENS,
                 [
-                    Query(inline_rule(ACCEPT_LENGTH_MEAN), "{{instance}} 5m mean"),
+                    *_accept_length_means(settings),
                     Query(
                         "max without (tp, pp) (specserve_decode_last_accept_length)",
                         "{{instance}} dp{{dp}} last window",
@@ -164,8 +189,9 @@ def _accept_length_row(builder: dashboard.Dashboard) -> dashboard.Dashboard:
                           "{{instance}} sglang native"),
                 ],
                 "Accepted tokens per verify pass, bonus token included (1.00 = every draft "
-                f"rejected). Lines mark the alert thresholds: {rejected:g} (drafts rejected) and "
-                f"{floor:g} (break-even floor).",
+                f"rejected), as a mean over each accept-length alert's window. Lines mark the "
+                f"alert thresholds: {rejected:g} (drafts rejected) and {floor:g} (break-even "
+                "floor).",
                 thresholds=_thresholds((None, "red"), (rejected, "orange"), (floor, "green")),
             )
         )
@@ -244,8 +270,9 @@ def _accept_length_row(builder: dashboard.Dashboard) -> dashboard.Dashboard:
     )
 
 
-def _throughput_row(builder: dashboard.Dashboard) -> dashboard.Dashboard:
-    tolerance = _default("SpecDecodeBelowBaseline", "tolerance")
+def _throughput_row(builder: dashboard.Dashboard, settings: Settings) -> dashboard.Dashboard:
+    tolerance = _number(settings, "SpecDecodeBelowBaseline", "tolerance")
+    window = _window(settings, "SpecDecodeBelowBaseline")
     return (
         builder.with_row(dashboard.Row("Throughput against the non-speculative baseline"))
         .with_panel(
@@ -253,8 +280,10 @@ def _throughput_row(builder: dashboard.Dashboard) -> dashboard.Dashboard:
                 "Decode throughput vs baseline per concurrency bucket",
                 TOKENS_PER_SECOND,
                 [
-                    Query(inline_rule(THROUGHPUT_MEAN),
-                          "{{instance}} bucket {{concurrency}} speculative (5m mean)"),
+                    Query(
+                        inline_rule(THROUGHPUT_MEAN, window),
+                        f"{{{{instance}}}} bucket {{{{concurrency}}}} speculative ({window} mean)",
+                    ),
                     Query(
                         "max by (job, instance, concurrency) "
                         "(specserve_baseline_gen_throughput_tokens_per_second)",
@@ -273,7 +302,8 @@ def _throughput_row(builder: dashboard.Dashboard) -> dashboard.Dashboard:
             _series(
                 "Speedup over baseline",
                 "percentunit",
-                [Query(inline_rule(SPEEDUP_RATIO), "{{instance}} bucket {{concurrency}}")],
+                [Query(inline_rule(SPEEDUP_RATIO, window),
+                       f"{{{{instance}}}} bucket {{{{concurrency}}}} ({window} mean)")],
                 "Speculative throughput as a share of the baseline at the same bucket; below "
                 f"{tolerance:g} (the SpecDecodeBelowBaseline line) speculation costs throughput.",
                 thresholds=_thresholds((None, "red"), (tolerance, "green")),
@@ -301,8 +331,8 @@ def _throughput_row(builder: dashboard.Dashboard) -> dashboard.Dashboard:
     )
 
 
-def _server_row(builder: dashboard.Dashboard) -> dashboard.Dashboard:
-    full = _default("SpecDecodeKVCacheNearFull", "max_ratio")
+def _server_row(builder: dashboard.Dashboard, settings: Settings) -> dashboard.Dashboard:
+    full = _number(settings, "SpecDecodeKVCacheNearFull", "max_ratio")
     return (
         builder.with_row(dashboard.Row("Server state"))
         .with_panel(
@@ -340,7 +370,8 @@ def _server_row(builder: dashboard.Dashboard) -> dashboard.Dashboard:
     )
 
 
-def _exporter_row(builder: dashboard.Dashboard) -> dashboard.Dashboard:
+def _exporter_row(builder: dashboard.Dashboard, settings: Settings) -> dashboard.Dashboard:
+    window = _window(settings, "SpecServeLogLinesRejected")
     return (
         builder.with_row(dashboard.Row("Exporter health"))
         .with_panel(
@@ -394,12 +425,12 @@ def _exporter_row(builder: dashboard.Dashboard) -> dashboard.Dashboard:
             _series(
                 "Rejected share of stats lines",
                 "percentunit",
-                [Query(inline_rule(REJECTED_RATIO), "{{instance}}")],
-                "Share of decode/prefill lines that failed to parse (5m); a new SGLang log "
-                "format shows here first.",
+                [Query(inline_rule(REJECTED_RATIO, window), f"{{{{instance}}}} ({window})")],
+                f"Share of decode/prefill lines that failed to parse ({window}); a new SGLang "
+                "log format shows here first.",
                 thresholds=_thresholds(
                     (None, "green"),
-                    (_default("SpecServeLogLinesRejected", "max_ratio"), "red"),
+                    (_number(settings, "SpecServeLogLinesRejected", "max_ratio"), "red"),
                 ),
                 no_value="0",
             )
@@ -415,7 +446,7 @@ def _latency_query(metric: str, quantile: str) -> Query:
     )
 
 
-def _native_row(builder: dashboard.Dashboard) -> dashboard.Dashboard:
+def _native_row(builder: dashboard.Dashboard, settings: Settings) -> dashboard.Dashboard:
     builder = builder.with_row(dashboard.Row("SGLang native metrics (--enable-metrics)"))
     for title, metric in (
         ("Time to first token", "sglang:time_to_first_token_seconds"),
@@ -446,7 +477,7 @@ def _native_row(builder: dashboard.Dashboard) -> dashboard.Dashboard:
     )
 
 
-def _gpu_row(builder: dashboard.Dashboard) -> dashboard.Dashboard:
+def _gpu_row(builder: dashboard.Dashboard, settings: Settings) -> dashboard.Dashboard:
     builder = builder.with_row(dashboard.Row("GPUs (DCGM exporter)"))
     for title, metric, unit in (
         ("GPU utilisation", "DCGM_FI_DEV_GPU_UTIL", "percent"),
@@ -465,7 +496,10 @@ def _gpu_row(builder: dashboard.Dashboard) -> dashboard.Dashboard:
     return builder
 
 
-def build_dashboard() -> dict[str, Any]:
+def build_dashboard(settings: Settings | None = None) -> dict[str, Any]:
+    """The dashboard for `settings` (overrides resolved); the defaults when None."""
+    if settings is None:
+        settings = {alert.name: default_settings(alert) for alert in ALERTS}
     builder = (
         dashboard.Dashboard("specserve: speculative decoding")
         .uid(DASHBOARD_UID)
@@ -485,15 +519,15 @@ def build_dashboard() -> dict[str, Any]:
     )
     for add_row in (_accept_length_row, _throughput_row, _server_row, _exporter_row,
                     _native_row, _gpu_row):
-        builder = add_row(builder)
+        builder = add_row(builder, settings)
     model = json.loads(json.dumps(builder.build(), cls=JSONEncoder))
     for panel_id, panel in enumerate(model["panels"], start=1):
         panel["id"] = panel_id
     return model
 
 
-def dashboard_json() -> str:
-    return json.dumps(build_dashboard(), indent=2, sort_keys=False) + "\n"
+def dashboard_json(settings: Settings | None = None) -> str:
+    return json.dumps(build_dashboard(settings), indent=2, sort_keys=False) + "\n"
 
 
 def iter_panels(model: dict[str, Any]) -> Iterator[dict[str, Any]]:

@@ -7,8 +7,12 @@ HTTP API as is.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from specserve.monitoring.dashboard import EXPORTER_JOB_VARIABLE, build_dashboard, iter_panels
 from specserve.monitoring.grafana_alerting import grafana_alert_rules
+from specserve.monitoring.overrides import resolve_settings
 
 GRAFANA_VARIABLES: dict[str, str] = {
     "$__rate_interval": "1m",
@@ -24,14 +28,15 @@ def executable(expr: str) -> str:
     return expr
 
 
-def all_promql_expressions() -> list[tuple[str, str]]:
-    """(where, expr) for every dashboard target and every Grafana alert query, executable."""
+def all_promql_expressions(overrides: Mapping[str, Any] | None = None) -> list[tuple[str, str]]:
+    """(where, expr) for every dashboard target and every Grafana alert query, executable,
+    as rendered with `overrides` (the committed defaults when None)."""
     found: list[tuple[str, str]] = []
-    for panel in iter_panels(build_dashboard()):
+    for panel in iter_panels(build_dashboard(resolve_settings(overrides or {}))):
         for target in panel.get("targets", []):
             where = f"dashboard panel {panel['id']} {panel['title']!r} target {target['refId']}"
             found.append((where, executable(target["expr"])))
-    for group in grafana_alert_rules()["groups"]:
+    for group in grafana_alert_rules(overrides)["groups"]:
         for rule in group["rules"]:
             for query in rule["data"]:
                 if "expr" in query["model"]:

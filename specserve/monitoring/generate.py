@@ -21,7 +21,11 @@ from specserve.monitoring.grafana_alerting import (
 )
 from specserve.monitoring.grafana_provisioning import dashboard_provider, datasource_provisioning
 from specserve.monitoring.helm import helm_template, helm_values_text
-from specserve.monitoring.rule_tests import promtool_test_files
+from specserve.monitoring.rule_tests import (
+    WINDOW_OVERRIDE_DIR,
+    promtool_test_files,
+    window_override_files,
+)
 from specserve.monitoring.rules import render_rules
 from specserve.monitoring.yamlio import dump_yaml
 
@@ -32,6 +36,10 @@ GENERATED = (
 _UID_NOTE = (
     f"\nSet {DATASOURCE_UID_ENV} in Grafana's environment (for example specserve-prometheus);\n"
     "the datasource and the alert rules both read it."
+)
+_WINDOW_NOTE = (
+    "\nThe rule file here is `specserve rules render --overrides overrides.yml`; the test file\n"
+    "passes only at the overridden window (cd here; promtool test rules drafts-rejected-*.yml)."
 )
 _POLICY_NOTE = (
     "\nExample only, not loaded from here: provisioning a notification policy REPLACES the\n"
@@ -65,6 +73,10 @@ def artefacts() -> dict[str, Callable[[], str]]:
     }
     for name, document in promtool_test_files().items():
         files[f"monitoring/prometheus/tests/{name}"] = _yaml(lambda d=document: d)
+    for name, document in window_override_files().items():
+        files[f"monitoring/prometheus/tests/{WINDOW_OVERRIDE_DIR}/{name}"] = _yaml(
+            lambda d=document: d, _WINDOW_NOTE
+        )
     return files
 
 

@@ -29,7 +29,7 @@ from specserve.monitoring.rules import (
 DURATION_RE = re.compile(r"^((\d+)y)?((\d+)w)?((\d+)d)?((\d+)h)?((\d+)m)?((\d+)s)?((\d+)ms)?$")
 LABEL_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 METRIC_NAME_RE = re.compile(r"^[A-Za-z_:][A-Za-z0-9_:]*$")
-_ALERT_KEYS = ("enabled", "for", "thresholds")
+_ALERT_KEYS = ("enabled", "for", "window", "thresholds")
 _FILE_KEYS = ("runbook_base_url", "alerts")
 
 
@@ -49,6 +49,15 @@ def _suggest(name: str, choices: list[str]) -> str:
 
 def is_duration(text: str) -> bool:
     return bool(text) and text != "0" and DURATION_RE.match(text) is not None
+
+
+def is_window(value: object) -> bool:
+    """A Prometheus duration longer than zero: what a range selector `[...]` accepts."""
+    return (
+        isinstance(value, str)
+        and is_duration(value)
+        and any(int(n) > 0 for n in re.findall(r"\d+", value))
+    )
 
 
 def _check_threshold(where: str, spec: Threshold, value: object, problems: list[str]) -> None:
@@ -105,6 +114,18 @@ def _check_alert(name: str, alert: Alert, raw: object, problems: list[str]) -> N
         problems.append(
             f"{where}.for: {raw['for']!r} is not a Prometheus duration; use e.g. '30s', '5m', '1h'"
         )
+    if "window" in raw:
+        if alert.window is None:
+            problems.append(
+                f"{where}.window: this alert reads its metric directly and has no rate window; "
+                "remove the key (alerts with a window: "
+                f"{', '.join(a.name for a in ALERTS if a.window is not None)})"
+            )
+        elif not is_window(raw["window"]):
+            problems.append(
+                f"{where}.window: {raw['window']!r} is not a Prometheus duration above zero; "
+                "use e.g. '1m', '2m', '5m' (at least 4 scrape intervals)"
+            )
     thresholds = raw.get("thresholds", {})
     if not isinstance(thresholds, Mapping):
         problems.append(f"{where}.thresholds: expected a mapping, got {thresholds!r}")
@@ -152,6 +173,7 @@ def resolve_settings(overrides: Mapping[str, Any]) -> dict[str, AlertSettings]:
             enabled=raw.get("enabled", True),
             for_=raw.get("for", base.for_),
             thresholds=thresholds,
+            window=raw.get("window", base.window),
         )
     return settings
 

@@ -11,23 +11,28 @@ The `grafana-equivalence` file evaluates each Grafana-managed alert's own query 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from specserve.monitoring.overrides import resolve_settings
 from specserve.monitoring.rules import (
     ACCEPT_LENGTH_MEAN,
     ALERTS_BY_NAME,
     DECODE_LINE_RATE,
     DEFAULT_RUNBOOK_BASE_URL,
+    RECORDING_WINDOW,
     REJECTED_RATIO,
     SPEEDUP_RATIO,
     THROUGHPUT_MEAN,
     Alert,
+    AlertSettings,
     alert_annotations,
     alert_labels,
     alert_value_expr,
     compare_text,
     default_settings,
+    render_rules,
 )
 
 RULE_FILE = "../specserve-rules.yml"
@@ -97,10 +102,13 @@ class Case:
     records: tuple[tuple[str, str, tuple[tuple[dict[str, str], float], ...]], ...] = field(
         default_factory=tuple
     )
+    interval: str = "1m"
 
 
-def _render_annotations(alert: Alert, firing: Firing) -> dict[str, str]:
-    settings = default_settings(alert)
+def _render_annotations(
+    alert: Alert, firing: Firing, settings: AlertSettings | None = None
+) -> dict[str, str]:
+    settings = settings or default_settings(alert)
     rendered = alert_annotations(alert, settings.threshold_text, DEFAULT_RUNBOOK_BASE_URL)
 
     def fill(text: str) -> str:
@@ -112,15 +120,16 @@ def _render_annotations(alert: Alert, firing: Firing) -> dict[str, str]:
     return {key: fill(value) for key, value in rendered.items()}
 
 
-def _alert_test(check: Check) -> dict[str, Any]:
+def _alert_test(check: Check, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
     alert = ALERTS_BY_NAME[check.alert]
+    settings = resolve_settings(overrides or {})[alert.name]
     return {
         "eval_time": check.at,
         "alertname": check.alert,
         "exp_alerts": [
             {
                 "exp_labels": {**firing.labels, **alert_labels(alert)},
-                "exp_annotations": _render_annotations(alert, firing),
+                "exp_annotations": _render_annotations(alert, firing, settings),
             }
             for firing in check.firing
         ],
@@ -141,25 +150,34 @@ def _record_test(name: str, at: str, samples: tuple[tuple[dict[str, str], float]
     }
 
 
-def _group(case: Case) -> dict[str, Any]:
+def _group(case: Case, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
     group: dict[str, Any] = {
         "name": case.name,
-        "interval": "1m",
+        "interval": case.interval,
         "input_series": [{"series": s, "values": v} for s, v in case.series.items()],
     }
     if case.checks:
-        group["alert_rule_test"] = [_alert_test(check) for check in case.checks]
+        group["alert_rule_test"] = [_alert_test(check, overrides) for check in case.checks]
     if case.records:
         group["promql_expr_test"] = [_record_test(*record) for record in case.records]
     return group
 
 
-def _file(cases: list[Case], rule_files: list[str]) -> dict[str, Any]:
+def _file(
+    cases: list[Case],
+    rule_files: list[str],
+    overrides: Mapping[str, Any] | None = None,
+    evaluation_interval: str = "1m",
+) -> dict[str, Any]:
     return {
         "rule_files": rule_files,
-        "evaluation_interval": "1m",
-        "tests": [_group(case) for case in cases],
+        "evaluation_interval": evaluation_interval,
+        "tests": [_group(case, overrides) for case in cases],
     }
+
+
+def _at(family: str, window: str = RECORDING_WINDOW) -> str:
+    return f"{family}{window}"
 
 
 T1 = {"job": JOB, "instance": NODE1}
@@ -194,8 +212,21 @@ CASES: dict[str, list[Case]] = {
             },
             (
                 Check("SpecDecodeDraftsRejected", "2m"),  # pending: true since 1m, for 2m
-                Check("SpecDecodeDraftsRejected", "5m", (Firing(T1, "1.00"),)),
+                Check("SpecDecodeDraftsRejected", "5m", (Firing(T1, "1.000"),)),
                 Check("SpecDecodeDraftsRejected", "16m"),  # recovered to 2.5
+            ),
+        ),
+        Case(
+            # The default 2m window: all-1.00 lines fill it 2m after the switch at 20m, `for`
+            # adds 2m, so it fires by 24m. With a 5m window the mean at 24m would still be 1.20.
+            "healthy 2.20 for 20m, then accept length 1.00: fires within window + for",
+            {
+                f"{ACCEPT}_sum{{{ranked()}}}": counter((132, 20), (60, 20)),
+                f"{ACCEPT}_count{{{ranked()}}}": counter((60, 40)),
+            },
+            (
+                Check("SpecDecodeDraftsRejected", "21m"),
+                Check("SpecDecodeDraftsRejected", "24m", (Firing(T1, "1.000"),)),
             ),
         ),
         Case(
@@ -224,7 +255,7 @@ CASES: dict[str, list[Case]] = {
             },
             (
                 Check("SpecDecodeAcceptLengthLow", "15m"),  # pending since 1m
-                Check("SpecDecodeAcceptLengthLow", "20m", (Firing(T1, "1.30"),)),
+                Check("SpecDecodeAcceptLengthLow", "20m", (Firing(T1, "1.300"),)),
                 Check("SpecDecodeDraftsRejected", "20m"),  # 1.30 is not "rejected"
                 Check("SpecDecodeAcceptLengthLow", "35m"),
             ),
@@ -246,7 +277,7 @@ CASES: dict[str, list[Case]] = {
                 f"{ACCEPT}_count{{{ranked()}}}": counter((60, 20), (0, 20)),
             },
             (
-                Check("SpecDecodeAcceptLengthLow", "19m", (Firing(T1, "1.30"),)),
+                Check("SpecDecodeAcceptLengthLow", "19m", (Firing(T1, "1.300"),)),
                 Check("SpecDecodeAcceptLengthLow", "27m"),
             ),
         ),
@@ -522,14 +553,15 @@ RECORDING_CASES: list[Case] = [
         },
         (),
         (
-            (ACCEPT_LENGTH_MEAN, "10m", ((T1, 2.5),)),
+            (_at(ACCEPT_LENGTH_MEAN), "10m", ((T1, 2.5),)),
+            (_at(ACCEPT_LENGTH_MEAN, "2m"), "10m", ((T1, 2.5),)),  # SpecDecodeDraftsRejected's
             (
-                THROUGHPUT_MEAN, "10m",
+                _at(THROUGHPUT_MEAN), "10m",
                 (({**T1, "concurrency": "16"}, 300.0), ({**T1, "concurrency": "4"}, 250.0)),
             ),
-            (SPEEDUP_RATIO, "10m", (({**T1, "concurrency": "4"}, 250.0 / 140.0),)),
-            (DECODE_LINE_RATE, "10m", ((T1, 1.0),)),
-            (REJECTED_RATIO, "10m", ((T1, 0.25),)),
+            (_at(SPEEDUP_RATIO), "10m", (({**T1, "concurrency": "4"}, 250.0 / 140.0),)),
+            (_at(DECODE_LINE_RATE), "10m", ((T1, 1.0),)),
+            (_at(REJECTED_RATIO), "10m", ((T1, 0.25),)),
         ),
     ),
     Case(
@@ -545,11 +577,12 @@ RECORDING_CASES: list[Case] = [
         },
         (),
         (
-            (ACCEPT_LENGTH_MEAN, "10m", ()),
-            (THROUGHPUT_MEAN, "10m", ()),
-            (SPEEDUP_RATIO, "10m", ()),
-            (DECODE_LINE_RATE, "10m", ((T1, 0.0),)),
-            (REJECTED_RATIO, "10m", ()),
+            (_at(ACCEPT_LENGTH_MEAN), "10m", ()),
+            (_at(ACCEPT_LENGTH_MEAN, "2m"), "10m", ()),
+            (_at(THROUGHPUT_MEAN), "10m", ()),
+            (_at(SPEEDUP_RATIO), "10m", ()),
+            (_at(DECODE_LINE_RATE), "10m", ((T1, 0.0),)),
+            (_at(REJECTED_RATIO), "10m", ()),
         ),
     ),
 ]
@@ -595,6 +628,45 @@ def _expr_group(case: Case) -> dict[str, Any]:
         for expr, at, samples in case.records
     ]
     return group
+
+
+# A rule file rendered with a window override, and promtool tests that only pass at that window.
+WINDOW_OVERRIDE_DIR = "window-override"
+WINDOW_OVERRIDES: dict[str, Any] = {"SpecDecodeDraftsRejected": {"window": "1m"}}
+WINDOW_OVERRIDE_RULE_FILE = "specserve-rules.yml"
+
+# 15 s samples: 2.20 for 10m, then 1.00. With the 1m window the mean is all-1.00 by 11m (10m45s
+# on Prometheus 3's left-open ranges), so `for: 2m` fires by 13m15s; the default 2m window would
+# still be pending then (condition true since 12m), and 12m30s is pending at either window.
+WINDOW_OVERRIDE_CASES: list[Case] = [
+    Case(
+        "window 1m: the rule reads [1m], fires 1m + for after accept length drops to 1.00",
+        {
+            f"{ACCEPT}_sum{{{ranked()}}}": "0+33x40 1335+15x39",
+            f"{ACCEPT}_count{{{ranked()}}}": "0+15x80",
+        },
+        (
+            Check("SpecDecodeDraftsRejected", "12m30s"),
+            Check("SpecDecodeDraftsRejected", "13m15s", (Firing(T1, "1.000"),)),
+        ),
+        (
+            (_at(ACCEPT_LENGTH_MEAN, "1m"), "5m", ((T1, 2.2),)),
+            (_at(ACCEPT_LENGTH_MEAN, "1m"), "12m", ((T1, 1.0),)),
+        ),
+        interval="15s",
+    ),
+]
+
+
+def window_override_files() -> dict[str, dict[str, Any]]:
+    """File name (under monitoring/prometheus/tests/window-override/) -> YAML document."""
+    return {
+        "overrides.yml": {"alerts": WINDOW_OVERRIDES},
+        WINDOW_OVERRIDE_RULE_FILE: render_rules(WINDOW_OVERRIDES),
+        "drafts-rejected-window-1m.yml": _file(
+            WINDOW_OVERRIDE_CASES, [WINDOW_OVERRIDE_RULE_FILE], WINDOW_OVERRIDES, "15s"
+        ),
+    }
 
 
 def promtool_test_files() -> dict[str, dict[str, Any]]:

@@ -7,9 +7,16 @@ the Helm chart gets the same text with thresholds taken from values. Nothing is 
 
 Placeholders in expressions and annotation templates:
 - `[[name]]` is the alert's threshold `name` (number, regex, label list or metric name);
-- `[[rule:record_name]]` is a recording rule: its name in Prometheus rule files, its expression
-  inlined where recording rules may not be loaded (Grafana alerts, dashboards).
+- `[[window]]` is the rate window (a Prometheus duration) of the alert, or of the recording rule
+  being rendered;
+- `[[rule:family]]` is a recording rule family at the alert's window: `family` + window is its
+  name in Prometheus rule files (`...:mean` + `2m`), its expression (with that window) inlined
+  where recording rules may not be loaded (Grafana alerts, dashboards).
 `[[` never occurs in PromQL or in Prometheus/Grafana templates, so the markers cannot collide.
+
+Windows: every alert built on a rate has its own `window` (overridable like `for`). Recording
+rules exist once per (family, window) that an enabled alert needs, plus always at
+RECORDING_WINDOW, so `...:mean5m` and friends can be relied on by other dashboards.
 """
 
 from __future__ import annotations
@@ -27,6 +34,9 @@ Comparison = Literal["<", ">"]
 RECORDING_GROUP = "specserve.recording"
 ALERT_GROUP = "specserve.alerts"
 SERVICE_LABEL = "specserve"
+# The window every recording rule family is always recorded at (docs/alerts.md).
+RECORDING_WINDOW = "5m"
+WINDOW = "window"
 # The lead sets the real repository URL; Ansible and Helm pass their own with runbook_base_url.
 DEFAULT_RUNBOOK_BASE_URL = "https://github.com/specserve/specserve/blob/main/docs/runbooks"
 
@@ -47,9 +57,14 @@ class Threshold:
 
 @dataclass(frozen=True)
 class RecordingRule:
-    record: str
+    """A family of recording rules: `family` + window is the record name, e.g. `...:mean2m`."""
+
+    family: str
     expr: str
     help: str
+
+    def record(self, window: str) -> str:
+        return f"{self.family}{window}"
 
 
 @dataclass(frozen=True)
@@ -65,6 +80,8 @@ class Alert:
     description: str
     meaning: str
     thresholds: tuple[Threshold, ...] = field(default_factory=tuple)
+    # Default rate window; None for alerts that read gauges or `up` directly (no rate).
+    window: str | None = None
 
     @property
     def runbook_slug(self) -> str:
@@ -81,41 +98,43 @@ class Alert:
 # Aggregations use `without (dp, tp, pp)` so every target label (job, instance, and on Kubernetes
 # namespace/pod/service) survives and series of one target match one-to-one.
 
-ACCEPT_LENGTH_MEAN = "instance:specserve_decode_accept_length:mean5m"
-THROUGHPUT_MEAN = "instance_concurrency:specserve_decode_gen_throughput_tokens_per_second:mean5m"
-SPEEDUP_RATIO = "instance_concurrency:specserve_decode_gen_throughput_over_baseline:ratio5m"
-DECODE_LINE_RATE = "instance:specserve_log_lines_parsed_decode:rate5m"
-REJECTED_RATIO = "instance:specserve_log_lines_rejected:ratio_rate5m"
+# Family names: the record name is the family followed by the window (`...:mean5m`).
+ACCEPT_LENGTH_MEAN = "instance:specserve_decode_accept_length:mean"
+THROUGHPUT_MEAN = "instance_concurrency:specserve_decode_gen_throughput_tokens_per_second:mean"
+SPEEDUP_RATIO = "instance_concurrency:specserve_decode_gen_throughput_over_baseline:ratio"
+DECODE_LINE_RATE = "instance:specserve_log_lines_parsed_decode:rate"
+REJECTED_RATIO = "instance:specserve_log_lines_rejected:ratio_rate"
 
 RECORDING_RULES: tuple[RecordingRule, ...] = (
     RecordingRule(
-        record=ACCEPT_LENGTH_MEAN,
+        family=ACCEPT_LENGTH_MEAN,
         # `> 0` on the denominator: no decode line in the window gives no series, not NaN.
         expr=(
-            "sum without (dp, tp, pp) (rate(specserve_decode_accept_length_sum[5m]))\n"
+            "sum without (dp, tp, pp) (rate(specserve_decode_accept_length_sum[[[window]]]))\n"
             "/\n"
-            "(sum without (dp, tp, pp) (rate(specserve_decode_accept_length_count[5m])) > 0)"
+            "(sum without (dp, tp, pp) "
+            "(rate(specserve_decode_accept_length_count[[[window]]])) > 0)"
         ),
-        help="Mean accept length of the decode windows logged in the last 5 minutes, over all "
+        help="Mean accept length of the decode windows logged in the rate window, over all "
         "printing ranks; absent while no speculative decode line was logged.",
     ),
     RecordingRule(
-        record=THROUGHPUT_MEAN,
+        family=THROUGHPUT_MEAN,
         # Each DP rank prints its own share of the decode rate: mean per rank, then sum the ranks.
         expr=(
             "sum without (dp) (\n"
             "  sum without (tp, pp) "
-            "(rate(specserve_decode_gen_throughput_tokens_per_second_sum[5m]))\n"
+            "(rate(specserve_decode_gen_throughput_tokens_per_second_sum[[[window]]]))\n"
             "  /\n"
             "  (sum without (tp, pp) "
-            "(rate(specserve_decode_gen_throughput_tokens_per_second_count[5m])) > 0)\n"
+            "(rate(specserve_decode_gen_throughput_tokens_per_second_count[[[window]]])) > 0)\n"
             ")"
         ),
         help="Mean decode throughput (tokens/s, whole server: DP ranks summed) of the windows "
-        "logged in the last 5 minutes, per concurrency bucket; absent while idle.",
+        "logged in the rate window, per concurrency bucket; absent while idle.",
     ),
     RecordingRule(
-        record=SPEEDUP_RATIO,
+        family=SPEEDUP_RATIO,
         expr=(
             f"[[rule:{THROUGHPUT_MEAN}]]\n"
             "/ on (job, instance, concurrency)\n"
@@ -126,34 +145,37 @@ RECORDING_RULES: tuple[RecordingRule, ...] = (
         "the same concurrency bucket; only buckets that have a baseline and recent decode lines.",
     ),
     RecordingRule(
-        record=DECODE_LINE_RATE,
+        family=DECODE_LINE_RATE,
         expr=(
             "sum without (kind, dp, tp, pp) "
-            '(rate(specserve_log_lines_parsed_total{kind="decode"}[5m]))'
+            '(rate(specserve_log_lines_parsed_total{kind="decode"}[[[window]]]))'
         ),
-        help="Decode stats lines parsed per second over 5 minutes: above zero means the server "
-        "is decoding.",
+        help="Decode stats lines parsed per second over the rate window: above zero means the "
+        "server is decoding.",
     ),
     RecordingRule(
-        record=REJECTED_RATIO,
+        family=REJECTED_RATIO,
         # `or R * 0`: when every stats line is rejected the parsed counter may not exist at all,
         # and that is exactly the case the ratio must show as 1.
         expr=(
-            "sum without (reason, dp, tp, pp) (rate(specserve_log_lines_rejected_total[5m]))\n"
+            "sum without (reason, dp, tp, pp) "
+            "(rate(specserve_log_lines_rejected_total[[[window]]]))\n"
             "/\n"
             "(\n"
-            "  sum without (reason, dp, tp, pp) (rate(specserve_log_lines_rejected_total[5m]))\n"
+            "  sum without (reason, dp, tp, pp) "
+            "(rate(specserve_log_lines_rejected_total[[[window]]]))\n"
             "  + (\n"
-            "    sum without (kind, dp, tp, pp) (rate(specserve_log_lines_parsed_total[5m]))\n"
+            "    sum without (kind, dp, tp, pp) "
+            "(rate(specserve_log_lines_parsed_total[[[window]]]))\n"
             "    or\n"
             "    sum without (reason, dp, tp, pp) "
-            "(rate(specserve_log_lines_rejected_total[5m])) * 0\n"
+            "(rate(specserve_log_lines_rejected_total[[[window]]])) * 0\n"
             "  )\n"
             "  > 0\n"
             ")"
         ),
-        help="Share of stats lines (decode and prefill) the exporter could not parse, over 5 "
-        "minutes; absent while no line was rejected.",
+        help="Share of stats lines (decode and prefill) the exporter could not parse over the "
+        "rate window; absent while no line was rejected.",
     ),
 )
 
@@ -164,14 +186,16 @@ ALERTS: tuple[Alert, ...] = (
         name="SpecDecodeBelowBaseline",
         severity="warning",
         for_="15m",
+        window="5m",
         value_expr=f"[[rule:{SPEEDUP_RATIO}]]",
         comparison="<",
         compare_to="tolerance",
         summary="Speculative decoding is slower than the non-speculative baseline",
         description=(
             "On {{ $labels.instance }} at concurrency bucket {{ $labels.concurrency }}, "
-            "speculative decode throughput (5m window mean) is {{ $value | humanizePercentage }} "
-            "of the baseline measured without speculation at the same bucket (alert below "
+            "speculative decode throughput ([[window]] window mean) is "
+            "{{ $value | humanizePercentage }} of the baseline measured without speculation at "
+            "the same bucket (alert below "
             "[[tolerance]] times the baseline). Speculation is costing throughput instead of "
             "adding it."
         ),
@@ -190,13 +214,14 @@ ALERTS: tuple[Alert, ...] = (
         name="SpecDecodeDraftsRejected",
         severity="critical",
         for_="2m",
+        window="2m",
         value_expr=f"[[rule:{ACCEPT_LENGTH_MEAN}]]",
         comparison="<",
         compare_to="max_accept_length",
         summary="The target rejects almost every drafted token (accept length near 1.0)",
         description=(
-            "Mean accept length on {{ $labels.instance }} over 5m is "
-            '{{ $value | printf "%.2f" }} (alert below [[max_accept_length]]; 1.00 means no '
+            "Mean accept length on {{ $labels.instance }} over [[window]] is "
+            '{{ $value | printf "%.3f" }} (alert below [[max_accept_length]]; 1.000 means no '
             "draft token is accepted). This is the signature of --speculative-algorithm EAGLE "
             "with an EAGLE-3 drafter (it must be EAGLE3), or of a drafter that does not match "
             "the target."
@@ -215,13 +240,14 @@ ALERTS: tuple[Alert, ...] = (
         name="SpecDecodeAcceptLengthLow",
         severity="warning",
         for_="15m",
+        window="5m",
         value_expr=f"[[rule:{ACCEPT_LENGTH_MEAN}]]",
         comparison="<",
         compare_to="floor",
         summary="Speculative accept length is below the break-even floor",
         description=(
-            "Mean accept length on {{ $labels.instance }} over 5m is "
-            '{{ $value | printf "%.2f" }}, below the configured floor of [[floor]] tokens per '
+            "Mean accept length on {{ $labels.instance }} over [[window]] is "
+            '{{ $value | printf "%.3f" }}, below the configured floor of [[floor]] tokens per '
             "verify pass; the drafter's overhead is likely no longer paid back."
         ),
         meaning="Accept length below a configurable floor (the break-even point of this "
@@ -239,6 +265,7 @@ ALERTS: tuple[Alert, ...] = (
         name="SpecDecodeGraphDisabled",
         severity="warning",
         for_="5m",
+        window="5m",
         value_expr=(
             "min without (dp, tp, pp, graph) (specserve_decode_graph_enabled)\n"
             f"{_WHILE_DECODING}"
@@ -333,14 +360,15 @@ ALERTS: tuple[Alert, ...] = (
         name="SpecServeLogLinesRejected",
         severity="warning",
         for_="10m",
+        window="5m",
         value_expr=f"[[rule:{REJECTED_RATIO}]]",
         comparison=">",
         compare_to="max_ratio",
         summary="The exporter rejects SGLang stats lines",
         description=(
             "{{ $value | humanizePercentage }} of the stats lines read on "
-            "{{ $labels.instance }} over 5m could not be parsed (alert above [[max_ratio]]). "
-            "The SGLang log format has probably changed."
+            "{{ $labels.instance }} over [[window]] could not be parsed (alert above "
+            "[[max_ratio]]). The SGLang log format has probably changed."
         ),
         meaning="A rising share of decode/prefill stats lines fails to parse: a new SGLang "
         "log format, or a custom logging config.",
@@ -356,6 +384,7 @@ ALERTS: tuple[Alert, ...] = (
         name="SpecDecodeQueueBacklog",
         severity="warning",
         for_="10m",
+        window="5m",
         value_expr=(
             "sum without (dp) (max without (tp, pp) (specserve_decode_queued_requests))\n"
             f"{_WHILE_DECODING}"
@@ -381,6 +410,7 @@ ALERTS: tuple[Alert, ...] = (
         name="SpecDecodeKVCacheNearFull",
         severity="warning",
         for_="10m",
+        window="5m",
         value_expr=(
             "max without (dp, tp, pp) (specserve_decode_token_usage_ratio)\n"
             f"{_WHILE_DECODING}"
@@ -406,7 +436,9 @@ ALERTS: tuple[Alert, ...] = (
 )
 
 ALERTS_BY_NAME: dict[str, Alert] = {alert.name: alert for alert in ALERTS}
-RECORDING_RULES_BY_NAME: dict[str, RecordingRule] = {rule.record: rule for rule in RECORDING_RULES}
+RECORDING_RULES_BY_FAMILY: dict[str, RecordingRule] = {
+    rule.family: rule for rule in RECORDING_RULES
+}
 
 
 # --- rendering ------------------------------------------------------------------------------
@@ -433,7 +465,7 @@ def expand(
     threshold: Callable[[str], str],
     rule: Callable[[str], str],
 ) -> str:
-    """Replace `[[name]]` with `threshold(name)` and `[[rule:name]]` with `rule(name)`."""
+    """Replace `[[name]]` with `threshold(name)` and `[[rule:family]]` with `rule(family)`."""
 
     def replace(match: re.Match[str]) -> str:
         if match.group(1):
@@ -443,30 +475,69 @@ def expand(
     return _PLACEHOLDER.sub(replace, text)
 
 
-def _no_threshold(name: str) -> str:
-    raise KeyError(f"recording rules take no thresholds, found [[{name}]]")
+def _family(name: str) -> RecordingRule:
+    if name not in RECORDING_RULES_BY_FAMILY:
+        raise KeyError(f"unknown recording rule family [[rule:{name}]]")
+    return RECORDING_RULES_BY_FAMILY[name]
 
 
-def rule_reference(name: str) -> str:
-    """A recording rule as Prometheus rule files refer to it: by name."""
-    if name not in RECORDING_RULES_BY_NAME:
-        raise KeyError(f"unknown recording rule [[rule:{name}]]")
-    return name
+def families_in(text: str) -> list[str]:
+    """Recording rule families `text` refers to, directly or through other families."""
+    found: list[str] = []
+    for match in _PLACEHOLDER.finditer(text):
+        if match.group(1) and match.group(2) not in found:
+            found.append(match.group(2))
+            found.extend(f for f in families_in(_family(match.group(2)).expr) if f not in found)
+    return found
 
 
-def inline_rule(name: str) -> str:
-    """A recording rule's expression, parenthesised, with nested rules inlined too."""
-    if name not in RECORDING_RULES_BY_NAME:
-        raise KeyError(f"unknown recording rule [[rule:{name}]]")
-    body = expand(RECORDING_RULES_BY_NAME[name].expr, threshold=_no_threshold, rule=inline_rule)
-    indented = "\n".join(f"  {line}" for line in body.splitlines())
-    return f"(\n{indented}\n)"
+def window_only(window: str) -> Callable[[str], str]:
+    """The threshold callback of a recording rule: it knows its window and nothing else."""
+
+    def threshold(name: str) -> str:
+        if name != WINDOW:
+            raise KeyError(f"recording rules take no thresholds, found [[{name}]]")
+        return window
+
+    return threshold
 
 
-def recording_expr(rule: RecordingRule, *, inline: bool = False) -> str:
-    return expand(
-        rule.expr, threshold=_no_threshold, rule=inline_rule if inline else rule_reference
-    )
+def rule_names(window: str) -> Callable[[str], str]:
+    """Recording rule families as Prometheus rule files refer to them: by name, at `window`."""
+    return lambda name: _family(name).record(window)
+
+
+def inline_rules(window: str) -> Callable[[str], str]:
+    """Recording rule families as their expressions at `window`, parenthesised, nested inlined."""
+
+    def inline(name: str) -> str:
+        body = expand(_family(name).expr, threshold=window_only(window), rule=inline)
+        indented = "\n".join(f"  {line}" for line in body.splitlines())
+        return f"(\n{indented}\n)"
+
+    return inline
+
+
+def inline_rule(name: str, window: str) -> str:
+    return inline_rules(window)(name)
+
+
+def recording_expr(rule: RecordingRule, window: str, *, inline: bool = False) -> str:
+    refer = inline_rules(window) if inline else rule_names(window)
+    return expand(rule.expr, threshold=window_only(window), rule=refer)
+
+
+def _check_definitions() -> None:
+    # Caught at import, so a rule edited without a window (or with a stray one) never renders.
+    for alert in ALERTS:
+        uses_rate = bool(families_in(alert.value_expr))
+        if uses_rate != (alert.window is not None):
+            raise ValueError(f"{alert.name}: window must be set exactly when it uses a rate")
+        if any(item.name == WINDOW for item in alert.thresholds):
+            raise ValueError(f"{alert.name}: {WINDOW!r} is reserved, not a threshold name")
+
+
+_check_definitions()
 
 
 @dataclass(frozen=True)
@@ -476,8 +547,11 @@ class AlertSettings:
     enabled: bool
     for_: str
     thresholds: Mapping[str, float | str]
+    window: str | None = None
 
     def threshold_text(self, name: str) -> str:
+        if name == WINDOW and self.window is not None:
+            return self.window
         if name not in self.thresholds:
             raise KeyError(f"template names unknown threshold [[{name}]]")
         return format_threshold(self.thresholds[name])
@@ -488,6 +562,7 @@ def default_settings(alert: Alert) -> AlertSettings:
         enabled=True,
         for_=alert.for_,
         thresholds={item.name: item.default for item in alert.thresholds},
+        window=alert.window,
     )
 
 
@@ -497,11 +572,19 @@ def compare_text(alert: Alert, threshold: Callable[[str], str]) -> str:
     return format_number(alert.compare_to)
 
 
+def _windowed(threshold: Callable[[str], str], *, inline: bool) -> Callable[[str], str]:
+    # Lazy: alerts without a rate never ask for their (absent) window.
+    def refer(name: str) -> str:
+        window = threshold(WINDOW)
+        return inline_rules(window)(name) if inline else rule_names(window)(name)
+
+    return refer
+
+
 def alert_value_expr(
     alert: Alert, threshold: Callable[[str], str], *, inline: bool = False
 ) -> str:
-    rule = inline_rule if inline else rule_reference
-    return expand(alert.value_expr, threshold=threshold, rule=rule)
+    return expand(alert.value_expr, threshold=threshold, rule=_windowed(threshold, inline=inline))
 
 
 def alert_expr(alert: Alert, threshold: Callable[[str], str], *, inline: bool = False) -> str:
@@ -525,11 +608,24 @@ def runbook_url(alert: Alert, base_url: str) -> str:
 def alert_annotations(
     alert: Alert, threshold: Callable[[str], str], base_url: str
 ) -> dict[str, str]:
+    refer = _windowed(threshold, inline=False)
     return {
-        "summary": expand(alert.summary, threshold=threshold, rule=rule_reference),
-        "description": expand(alert.description, threshold=threshold, rule=rule_reference),
+        "summary": expand(alert.summary, threshold=threshold, rule=refer),
+        "description": expand(alert.description, threshold=threshold, rule=refer),
         "runbook_url": runbook_url(alert, base_url),
     }
+
+
+def recording_windows(settings: Mapping[str, AlertSettings]) -> dict[str, list[str]]:
+    """Family -> the windows it is recorded at: RECORDING_WINDOW plus every enabled alert's
+    window where that alert needs the family. Sorted as text, as Helm's `sortAlpha` sorts."""
+    windows = {rule.family: {RECORDING_WINDOW} for rule in RECORDING_RULES}
+    for alert in ALERTS:
+        effective = settings[alert.name]
+        if effective.enabled and effective.window is not None:
+            for family in families_in(alert.value_expr):
+                windows[family].add(effective.window)
+    return {family: sorted(found) for family, found in windows.items()}
 
 
 def render_rules(
@@ -538,14 +634,18 @@ def render_rules(
 ) -> dict[str, Any]:
     """The Prometheus rule file (as a dict) with `overrides` applied.
 
-    `overrides` maps alert names to `{"enabled": bool, "for": "5m", "thresholds": {...}}`;
-    it is validated first and every problem is reported at once (OverridesError).
+    `overrides` maps alert names to `{"enabled": bool, "for": "5m", "window": "2m",
+    "thresholds": {...}}`; it is validated first and every problem is reported at once
+    (OverridesError).
     """
     from specserve.monitoring.overrides import resolve_settings
 
     settings = resolve_settings(overrides or {})
+    windows = recording_windows(settings)
     records = [
-        {"record": rule.record, "expr": recording_expr(rule)} for rule in RECORDING_RULES
+        {"record": rule.record(window), "expr": recording_expr(rule, window)}
+        for rule in RECORDING_RULES
+        for window in windows[rule.family]
     ]
     alerts: list[dict[str, Any]] = []
     for alert in ALERTS:

@@ -1,4 +1,4 @@
-"""Chat-completion load on the stand-in, switched on and off between phases; bounded in time."""
+"""Chat-completion load on the stand-in: on for the whole end-to-end test, bounded in time."""
 
 from __future__ import annotations
 

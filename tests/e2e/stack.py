@@ -37,8 +37,11 @@ SGLANG_JOB = "sglang"
 # Stand-in clock: 20x faster than model time; a Decode line every 10 decode iterations.
 TIME_SCALE = "0.05"
 DECODE_LOG_INTERVAL = 10
-# Short `for:` through the overrides file users have. The two "is the pipeline there" alerts get
-# a little longer so one slow scrape on a busy CI machine cannot fire them.
+# Short windows and `for:` through the overrides file users have, so each phase settles in
+# seconds while the load keeps running. 20 s is 20 scrapes: rate() stays well defined. The two
+# "is the pipeline there" alerts get a longer `for` so one slow scrape on a busy CI machine
+# cannot fire them.
+WINDOW = "20s"
 FOR_SHORT = "2s"
 FOR_PIPELINE = {"SpecServeExporterDown": "10s", "SpecServeLogSourceDown": "10s"}
 
@@ -83,9 +86,18 @@ def write_profile(path: Path, port: int, log: Path, behaviour: Path) -> None:
     path.write_text(yaml.safe_dump(doc), encoding="utf-8")
 
 
+def alert_overrides() -> dict[str, dict[str, str]]:
+    """The test's per-alert overrides: `for` everywhere, `window` on every alert that has one."""
+    alerts: dict[str, dict[str, str]] = {}
+    for alert in ALERTS:
+        alerts[alert.name] = {"for": FOR_PIPELINE.get(alert.name, FOR_SHORT)}
+        if alert.window is not None:
+            alerts[alert.name]["window"] = WINDOW
+    return alerts
+
+
 def write_overrides(path: Path) -> None:
-    alerts = {alert.name: {"for": FOR_PIPELINE.get(alert.name, FOR_SHORT)} for alert in ALERTS}
-    path.write_text(yaml.safe_dump({"alerts": alerts}), encoding="utf-8")
+    path.write_text(yaml.safe_dump({"alerts": alert_overrides()}), encoding="utf-8")
 
 
 def render_rules(overrides: Path, out: Path) -> None:

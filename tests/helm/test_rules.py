@@ -41,7 +41,7 @@ def test_promtool_check_rules(
         promtool, "check", "rules", str(rules_file(rendered[name], tmp_path)), cwd=tmp_path
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 15 rules found" in result.stdout
+    assert "SUCCESS: 16 rules found" in result.stdout
 
 
 def test_rule_unit_tests_pass_on_the_rendered_rules(

@@ -62,6 +62,9 @@ def test_every_alert_has_a_runbook_and_a_docs_entry() -> None:
             assert heading in text, f"{runbook.name}: missing {heading!r}"
         assert alert.name in text
         assert f"`{alert.name}`" in alerts_doc
+        # The table's Window and For columns say what the rules do.
+        window = alert.window or "none"
+        assert f"| `{alert.name}` | {alert.severity} | {window} | {alert.for_} |" in alerts_doc
         assert f"runbooks/{alert.runbook_slug}.md" in alerts_doc
         for threshold in alert.thresholds:
             assert f"`{threshold.name}`" in alerts_doc, (alert.name, threshold.name)

@@ -219,3 +219,37 @@ def test_datasource_and_dashboard_provisioning() -> None:
     providers = yaml.safe_load((provisioning / "dashboards" / "specserve.yml").read_text())
     provider = providers["providers"][0]
     assert provider["type"] == "file" and provider["options"]["path"]
+
+
+def test_grafana_rules_and_dashboard_follow_a_window_override(
+    promtool: str, tmp_path: Path
+) -> None:
+    overrides = {"SpecDecodeDraftsRejected": {"window": "1m"},
+                 "SpecDecodeBelowBaseline": {"window": "10m"}}
+    rules = {r["title"]: r for r in grafana_alert_rules(overrides)["groups"][0]["rules"]}
+    drafts = rules["SpecDecodeDraftsRejected"]["data"][0]["model"]["expr"]
+    assert "rate(specserve_decode_accept_length_sum[1m])" in drafts and "[2m]" not in drafts
+    below = rules["SpecDecodeBelowBaseline"]["data"][0]["model"]["expr"]
+    assert "_sum[10m]" in below and "[5m]" not in below
+    assert "over 1m is" in rules["SpecDecodeDraftsRejected"]["annotations"]["description"]
+    # Untouched alerts keep their default window.
+    low = rules["SpecDecodeAcceptLengthLow"]["data"][0]["model"]["expr"]
+    assert "_sum[5m]" in low
+    expressions = all_promql_expressions(overrides)
+    joined = "\n".join(expr for _, expr in expressions)
+    assert "[10m]" in joined and "[1m]" in joined
+    rules_doc = [{"record": f"check:expr_{i}:promtool", "expr": expr}
+                 for i, (_, expr) in enumerate(expressions)]  # fmt: skip
+    path = tmp_path / "queries.yml"
+    path.write_text(dump_yaml({"groups": [{"name": "queries", "rules": rules_doc}]}))
+    result = run(promtool, "check", "rules", str(path))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_dashboard_queries_use_each_alerts_default_window() -> None:
+    panels = {p["title"]: p for p in _panels()}
+    accept = [t["expr"] for t in panels["Accept length"]["targets"]]
+    assert any("accept_length_sum[2m]" in e for e in accept)  # SpecDecodeDraftsRejected
+    assert any("accept_length_sum[5m]" in e for e in accept)  # SpecDecodeAcceptLengthLow
+    speedup = panels["Speedup over baseline"]["targets"][0]
+    assert "_sum[5m]" in speedup["expr"] and "(5m mean)" in speedup["legendFormat"]

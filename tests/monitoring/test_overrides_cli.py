@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -17,8 +18,9 @@ from .conftest import run
 def test_valid_overrides_have_no_problems() -> None:
     assert validate_overrides(
         {
-            "SpecDecodeAcceptLengthLow": {"enabled": True, "for": "1h30m",
+            "SpecDecodeAcceptLengthLow": {"enabled": True, "for": "1h30m", "window": "90s",
                                           "thresholds": {"floor": 2}},
+            "SpecDecodeDraftsRejected": {"window": "1m"},
             "SpecServeNoDecodeLines": {"thresholds": {"running_metric": "my:running",
                                                       "match_on": ""}},
         }
@@ -46,6 +48,14 @@ def test_valid_overrides_have_no_problems() -> None:
         ({"SpecServeNoDecodeLines": {"thresholds": {"running_metric": "a-b"}}},
          "is not a metric name"),
         ({"SpecDecodeBelowBaseline": {"disabled": True}}, "unknown key 'disabled'"),
+        ({"SpecDecodeBelowBaseline": {"windw": "1m"}}, "did you mean 'window'"),
+        ({"SpecDecodeDraftsRejected": {"window": "2 min"}},
+         "alerts.SpecDecodeDraftsRejected.window: '2 min' is not a Prometheus duration above zero"),
+        ({"SpecDecodeDraftsRejected": {"window": "0m"}}, "is not a Prometheus duration above zero"),
+        ({"SpecDecodeDraftsRejected": {"window": 120}}, "is not a Prometheus duration above zero"),
+        ({"SpecServeExporterDown": {"window": "1m"}},
+         "alerts.SpecServeExporterDown.window: this alert reads its metric directly and has no "
+         "rate window; remove the key"),
     ],
 )
 def test_each_problem_is_named_with_a_fix(overrides: dict, expected: str) -> None:
@@ -79,7 +89,7 @@ def test_cli_render_with_overrides_writes_a_rule_file_promtool_accepts(
     out = tmp_path / "etc" / "rules.yml"
     assert main(["rules", "render", "--overrides", str(overrides), "--out", str(out)]) == 0
     text = out.read_text()
-    assert "instance:specserve_decode_accept_length:mean5m < 1.2" in text
+    assert "instance:specserve_decode_accept_length:mean2m < 1.2" in text
     assert "SpecDecodeQueueBacklog" not in text
     assert "https://example.org/runbooks/spec-decode-drafts-rejected.md" in text
     result = run(promtool, "check", "rules", str(out))
@@ -114,3 +124,63 @@ def test_cli_grafana_alerts_honours_overrides(
     titles = [rule["title"] for rule in document["groups"][0]["rules"]]
     assert "SpecDecodeKVCacheNearFull" not in titles
     assert "SpecDecodeDraftsRejected" in titles
+
+
+def test_cli_render_with_a_window_override(promtool: str, tmp_path: Path) -> None:
+    overrides = tmp_path / "overrides.yml"
+    overrides.write_text(yaml.safe_dump({"alerts": {
+        "SpecDecodeDraftsRejected": {"window": "1m", "for": "30s"},
+        "SpecServeLogLinesRejected": {"window": "15m"},
+    }}))  # fmt: skip
+    out = tmp_path / "rules.yml"
+    assert main(["rules", "render", "--overrides", str(overrides), "--out", str(out)]) == 0
+    document = yaml.safe_load(out.read_text())
+    records = {r["record"]: r["expr"] for r in document["groups"][0]["rules"]}
+    alerts = {r["alert"]: r for r in document["groups"][1]["rules"]}
+    drafts = alerts["SpecDecodeDraftsRejected"]
+    assert drafts["expr"] == "instance:specserve_decode_accept_length:mean1m < 1.05"
+    assert drafts["for"] == "30s"
+    assert "over 1m is" in drafts["annotations"]["description"]
+    assert "rate(specserve_decode_accept_length_sum[1m])" in (
+        records["instance:specserve_decode_accept_length:mean1m"]
+    )
+    # The 2m default is no longer needed by any alert; the documented 5m stays.
+    assert "instance:specserve_decode_accept_length:mean2m" not in records
+    assert "instance:specserve_decode_accept_length:mean5m" in records
+    assert alerts["SpecServeLogLinesRejected"]["expr"].startswith(
+        "instance:specserve_log_lines_rejected:ratio_rate15m >"
+    )
+    assert "[15m]" in records["instance:specserve_log_lines_rejected:ratio_rate15m"]
+    result = run(promtool, "check", "rules", str(out))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_cli_dashboard_follows_the_overridden_windows_and_thresholds(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    overrides = tmp_path / "overrides.yml"
+    overrides.write_text(yaml.safe_dump({"alerts": {
+        "SpecDecodeDraftsRejected": {"window": "1m"},
+        "SpecDecodeAcceptLengthLow": {"window": "1m", "thresholds": {"floor": 1.8}},
+    }}))  # fmt: skip
+    assert main(["rules", "dashboard", "--overrides", str(overrides)]) == 0
+    model = json.loads(capsys.readouterr().out)
+    panel = next(p for p in model["panels"] if p.get("title") == "Accept length")
+    exprs = [t["expr"] for t in panel["targets"]]
+    assert any("rate(specserve_decode_accept_length_sum[1m])" in e for e in exprs)
+    assert not any("[2m]" in e or "[5m]" in e for e in exprs)
+    legends = [t["legendFormat"] for t in panel["targets"]]
+    assert "{{instance}} 1m mean (SpecDecodeDraftsRejected, SpecDecodeAcceptLengthLow)" in legends
+    steps = panel["fieldConfig"]["defaults"]["thresholds"]["steps"]
+    assert [s["value"] for s in steps] == [None, 1.05, 1.8]
+
+
+def test_cli_dashboard_rejects_bad_overrides(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    overrides = tmp_path / "overrides.yml"
+    overrides.write_text("alerts:\n  SpecDecodeDraftsRejected: {window: 1 m}\n")
+    out = tmp_path / "dashboard.json"
+    assert main(["rules", "dashboard", "--overrides", str(overrides), "--out", str(out)]) == 2
+    assert "alerts.SpecDecodeDraftsRejected.window" in capsys.readouterr().err
+    assert not out.exists()

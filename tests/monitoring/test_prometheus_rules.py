@@ -8,20 +8,39 @@ from pathlib import Path
 import pytest
 import yaml
 
-from specserve.monitoring.rule_tests import CASES, RECORDING_CASES, promtool_test_files
-from specserve.monitoring.rules import ALERTS, RECORDING_RULES, render_rules
+from specserve.monitoring.rule_tests import (
+    CASES,
+    RECORDING_CASES,
+    WINDOW_OVERRIDE_DIR,
+    WINDOW_OVERRIDE_RULE_FILE,
+    promtool_test_files,
+)
+from specserve.monitoring.rules import (
+    ALERTS,
+    RECORDING_RULES,
+    RECORDING_WINDOW,
+    families_in,
+    render_rules,
+)
 from specserve.monitoring.yamlio import dump_yaml
 
 from .conftest import MONITORING, run
 
 RULES = MONITORING / "prometheus" / "specserve-rules.yml"
 TESTS = MONITORING / "prometheus" / "tests"
+WINDOW_TESTS = TESTS / WINDOW_OVERRIDE_DIR
+
+
+def _record_count(document: dict) -> int:
+    return len(document["groups"][0]["rules"])
 
 
 def test_committed_rules_pass_promtool_check(promtool: str) -> None:
     result = run(promtool, "check", "rules", str(RULES))
     assert result.returncode == 0, result.stdout + result.stderr
-    expected = len(ALERTS) + len(RECORDING_RULES)
+    # Each family at 5m, plus SpecDecodeDraftsRejected's 2m accept-length mean.
+    assert _record_count(render_rules()) == len(RECORDING_RULES) + 1
+    expected = len(ALERTS) + len(RECORDING_RULES) + 1
     assert f"SUCCESS: {expected} rules found" in result.stdout
 
 
@@ -66,7 +85,71 @@ def test_every_alert_has_fire_resolve_and_silent_cases(name: str) -> None:
 
 def test_every_recording_rule_is_unit_tested() -> None:
     tested = {record[0] for case in RECORDING_CASES for record in case.records}
-    assert tested == {rule.record for rule in RECORDING_RULES}
+    assert tested == {r["record"] for r in render_rules()["groups"][0]["rules"]}
+
+
+def test_window_override_promtool_tests_pass(promtool: str) -> None:
+    tests = sorted(WINDOW_TESTS.glob("drafts-rejected-*.yml"))
+    assert tests
+    result = run(promtool, "test", "rules", *[t.name for t in tests], cwd=WINDOW_TESTS)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.count("SUCCESS") == len(tests)
+    rules = yaml.safe_load((WINDOW_TESTS / WINDOW_OVERRIDE_RULE_FILE).read_text())
+    overrides = yaml.safe_load((WINDOW_TESTS / "overrides.yml").read_text())["alerts"]
+    assert rules == render_rules(overrides)
+
+
+@pytest.mark.parametrize("window", ["2m", "5m"])
+def test_the_window_override_tests_fail_at_other_windows(
+    promtool: str, tmp_path: Path, window: str
+) -> None:
+    # They pin the 1m window: the same scenario must fail on rules rendered at another window.
+    rules = render_rules({"SpecDecodeDraftsRejected": {"window": window}})
+    (tmp_path / WINDOW_OVERRIDE_RULE_FILE).write_text(dump_yaml(rules))
+    test = next(WINDOW_TESTS.glob("drafts-rejected-*.yml"))
+    (tmp_path / test.name).write_text(test.read_text())
+    result = run(promtool, "test", "rules", test.name, cwd=tmp_path)
+    assert result.returncode != 0
+    assert "time: 13m15s" in result.stdout + result.stderr
+
+
+def test_the_default_drafts_rejected_window_fires_promptly(promtool: str, tmp_path: Path) -> None:
+    # The committed test fires by 24m after a switch at 20m (2m window + 2m for); at the old 5m
+    # window the same check fails.
+    rules = render_rules({"SpecDecodeDraftsRejected": {"window": "5m"}})
+    (tmp_path / "specserve-rules.yml").write_text(dump_yaml(rules))
+    (tmp_path / "tests").mkdir()
+    source = yaml.safe_load((TESTS / "spec-decode-drafts-rejected.yml").read_text())
+    source["tests"] = [t for t in source["tests"] if "healthy 2.20 for 20m" in t["name"]]
+    assert len(source["tests"]) == 1
+    for check in source["tests"][0]["alert_rule_test"]:
+        for alert in check["exp_alerts"]:
+            alert["exp_annotations"]["description"] = alert["exp_annotations"][
+                "description"
+            ].replace("over 2m", "over 5m")
+    (tmp_path / "tests" / "t.yml").write_text(dump_yaml(source))
+    result = run(promtool, "test", "rules", "t.yml", cwd=tmp_path / "tests")
+    assert result.returncode != 0
+    output = result.stdout + result.stderr
+    assert "time: 24m" in output and "got:[]" in output
+
+
+def test_recording_windows_follow_enabled_alerts() -> None:
+    def records(overrides: dict) -> set[str]:
+        return {r["record"] for r in render_rules(overrides)["groups"][0]["rules"]}
+
+    defaults = records({})
+    for rule in RECORDING_RULES:
+        assert rule.record(RECORDING_WINDOW) in defaults
+    # A disabled alert's window is not recorded; the documented window always is.
+    assert "instance:specserve_decode_accept_length:mean2m" not in records(
+        {"SpecDecodeDraftsRejected": {"enabled": False}}
+    )
+    # A family a windowed alert needs only indirectly (the speedup ratio's throughput mean)
+    # is recorded at that window too.
+    below = records({"SpecDecodeBelowBaseline": {"window": "3m"}})
+    assert {f + "3m" for f in families_in(ALERTS[0].value_expr)} <= below
+    assert len(families_in(ALERTS[0].value_expr)) == 2
 
 
 def _rules_by_name(document: dict) -> dict[str, dict]:
@@ -102,7 +185,8 @@ def test_overrides_disable_change_threshold_and_for(promtool: str, tmp_path: Pat
     path.write_text(dump_yaml(document))
     result = run(promtool, "check", "rules", str(path))
     assert result.returncode == 0, result.stdout + result.stderr
-    assert f"SUCCESS: {len(ALERTS) - 1 + len(RECORDING_RULES)} rules found" in result.stdout
+    expected = len(ALERTS) - 1 + _record_count(document)
+    assert f"SUCCESS: {expected} rules found" in result.stdout
 
 
 def test_default_render_equals_committed_file() -> None:
