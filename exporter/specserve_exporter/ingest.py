@@ -47,6 +47,8 @@ _CAPTURED: dict[Kind, tuple[bytes, ...]] = {
 # How much of a chunk the reference path reads before the fast path is tried again.
 _SLOW_PIECE_BYTES = 64 * 1024
 _MARKER = {Kind.DECODE: DECODE_MARKER, Kind.PREFILL: PREFILL_MARKER}
+_ANY_MARKER = b" batch"  # the common tail of both markers
+assert all(marker.endswith(_ANY_MARKER) for marker in _MARKER.values())
 
 
 class Shape:
@@ -190,18 +192,18 @@ class Ingestor:
             return False
         found: dict[Kind, list[tuple[bytes, ...]]] = {}
         for kind, marker in _MARKER.items():
-            n_marked = chunk.count(marker)
-            if not n_marked:
+            if marker not in chunk:  # stops at the first occurrence: cheap
                 continue
             shape = self._shapes.get(kind)
             if shape is None:
                 return False
             if not shape.bracketed and b"] " + marker in chunk:
                 return False  # a custom-prefix shape must not swallow default-format lines
-            matches = shape.regex.findall(chunk)
-            if len(matches) != n_marked:
-                return False
-            found[kind] = matches
+            found[kind] = shape.regex.findall(chunk)
+        # One count covers both markers ("Decode batch", "Prefill batch"): every line that holds
+        # one must have matched its shape, or the reference path reads the chunk.
+        if chunk.count(_ANY_MARKER) != sum(map(len, found.values())):
+            return False
         # Every check passed: only now change state, so a fallback never counts a line twice.
         state = self.state
         n_stats = 0
