@@ -75,6 +75,7 @@ AGREEMENTS: list[Agreement] = [
     Agreement("docker/sglang/Dockerfile", dockerfile_arg("SPECSERVE_VERSION"), project_version),
     Agreement("docker/exporter/Dockerfile", dockerfile_arg("SPECSERVE_VERSION"), project_version),
     Agreement("docker/standin/Dockerfile", dockerfile_arg("SPECSERVE_VERSION"), project_version),
+    Agreement("ansible/roles/server/defaults/main.yml", yaml_key("server_image"), lambda: f"{VERSIONS['specserve_images']['sglang']['repository']}:{VERSIONS['specserve_images']['sglang']['tag']}"),  # noqa: E501
     # Ansible defaults and Helm values add their lines here, e.g.
     # Agreement("charts/specserve/values.yaml", yaml_key("image.tag"), lambda: ...),
 ]

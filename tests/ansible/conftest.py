@@ -1,0 +1,116 @@
+"""One stand-in deployment per session, shared by the scenario tests in order."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+from .harness import ROOT, free_port, write_profile
+
+REQUIRED_IMAGES = (
+    "specserve/standin:0.1.0",
+    "specserve/exporter:0.1.0",
+    "specserve-local/prometheus:2.42.0",
+    "specserve-local/alertmanager:0.25.0",
+)
+
+
+@dataclass
+class Deployment:
+    prefix: str
+    workdir: Path
+    inventory: Path
+    profile: Path
+    server_port: int
+    exporter_port: int
+    prometheus_port: int
+    alertmanager_port: int
+    state_dir: Path
+
+    def write_inventory(self, path: Path, hosts: dict[str, dict[str, object]]) -> Path:
+        base = yaml.safe_load((ROOT / "playbooks/inventory/standin/hosts.yml").read_text())
+        group_vars = dict(base["specserve_demo"]["vars"])
+        group_vars.update(
+            server_profile=str(self.profile),
+            server_container_name=self.prefix,
+            server_profile_host_path=str(self.workdir / "etc/profile.yaml"),
+            server_state_dir=str(self.state_dir),
+            server_secrets_dir=str(self.workdir / "secrets"),
+            server_api_key_owner="10001",
+            server_health_poll_s=0.5,
+            server_drain_poll_s=0.5,
+            exporter_port=self.exporter_port,
+            monitoring_dir=str(self.workdir / "monitoring"),
+            monitoring_data_dir=str(self.workdir / "monitoring-data"),
+            monitoring_prometheus_port=self.prometheus_port,
+            monitoring_alertmanager_port=self.alertmanager_port,
+            monitoring_scrape_interval="1s",
+            # Loading and warm-up shortened through the stand-in's own env knobs.
+            server_env={"SPECSERVE_STANDIN_LOAD_SECONDS": "1",
+                        "SPECSERVE_STANDIN_WARMUP_SECONDS": "0.5"},
+            verify_warmup_requests=2,
+            verify_warmup_max_tokens=200,
+        )
+        localhost = base["specserve_demo"]["children"]["specserve"]["hosts"]["localhost"]
+        doc = {
+            "specserve": {
+                "hosts": {name: {**localhost, **extra} for name, extra in hosts.items()},
+                "vars": group_vars,
+            }
+        }
+        path.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+        return path
+
+
+def _cleanup(prefix: str) -> None:
+    names = subprocess.run(
+        ["docker", "ps", "-a", "--filter", f"name=^{prefix}", "--format", "{{.Names}}"],
+        capture_output=True, text=True, check=False,
+    ).stdout.split()
+    if names:
+        subprocess.run(["docker", "rm", "-f", *names], capture_output=True, check=False)
+
+
+@pytest.fixture(scope="session")
+def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+    if shutil.which("docker") is None or subprocess.run(
+        ["docker", "info"], capture_output=True, check=False
+    ).returncode != 0:
+        pytest.fail("the Ansible tests need a running Docker engine (scripts/setup/docker.sh)")
+    missing = [
+        image for image in REQUIRED_IMAGES
+        if subprocess.run(["docker", "image", "inspect", image], capture_output=True,
+                          check=False).returncode != 0
+    ]
+    if missing:
+        pytest.fail(f"images missing: {missing}; run scripts/setup/ansible.sh")
+    workdir = tmp_path_factory.mktemp("ansible")
+    # The profile's relative model paths (../tests/fixtures/...) must resolve on the controller
+    # exactly as they do inside the stand-in image (/usr/share/specserve/profiles/..).
+    (workdir / "profiles").mkdir()
+    (workdir / "tests").symlink_to(ROOT / "tests")
+    prefix = f"sst{os.getpid()}"
+    dep = Deployment(
+        prefix=prefix,
+        workdir=workdir,
+        inventory=workdir / "inventory.yml",
+        profile=workdir / "profiles" / "standin.yaml",
+        server_port=free_port(),
+        exporter_port=free_port(),
+        prometheus_port=free_port(),
+        alertmanager_port=free_port(),
+        state_dir=workdir / "state",
+    )
+    write_profile(dep.profile, dep.server_port)
+    dep.write_inventory(dep.inventory, {"localhost": {}})
+    try:
+        yield dep
+    finally:
+        _cleanup(prefix)

@@ -1,0 +1,244 @@
+"""The issue's scenarios, in order, against one real stand-in deployment on the Docker engine.
+
+Each test leaves the deployment serving the last good spec for the next one.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import time
+import urllib.error
+import urllib.parse
+from pathlib import Path
+
+import pytest
+import yaml
+
+from .conftest import Deployment
+from .harness import (
+    FIXTURES,
+    ROOT,
+    Run,
+    docker_inspect,
+    http_get,
+    http_status,
+    playbook,
+    write_profile,
+)
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+API_KEY = "sk-test-4f1c2a9e7b"  # in the test vault (fixtures/vault.yml)
+
+
+def _serving(dep: Deployment) -> dict:
+    info = docker_inspect(dep.prefix)
+    assert info is not None and info["State"]["Running"], "the server container is not running"
+    assert http_status(f"http://127.0.0.1:{dep.server_port}/health_generate") == 200
+    return info
+
+
+def _last_good_hash(dep: Deployment) -> str:
+    return (dep.state_dir / "last-good" / "spec-hash").read_text().strip()
+
+
+def _assert_no_secret(run: Run) -> None:
+    assert API_KEY not in run.output, "the API key leaked into the play output"
+    assert "grafana-test-6d0b" not in run.output, "the Grafana password leaked into the output"
+
+
+def test_from_nothing(deployment: Deployment) -> None:
+    run = playbook(deployment.inventory)
+    assert run.rc == 0, run.output[-6000:]
+    _assert_no_secret(run)
+    info = _serving(deployment)
+    labels = info["Config"]["Labels"]
+    assert labels["io.specserve.spec-hash"] == _last_good_hash(deployment)
+    assert info["HostConfig"]["NetworkMode"] == "host"
+    assert info["HostConfig"]["IpcMode"] == "host"
+    assert info["HostConfig"]["LogConfig"] == {
+        "Type": "json-file", "Config": {"max-file": "5", "max-size": "100m"}}
+    assert info["Config"]["Healthcheck"]["StartPeriod"] == 60 * 10**9
+    assert "gate passed" in run.output
+    # The API key reached the server: the stand-in refuses requests without it.
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        http_get(f"http://127.0.0.1:{deployment.server_port}/v1/models")
+    assert refused.value.code == 401
+    # Exporter: decode lines from the gate's warm-up, with the profile's draft tokens.
+    metrics = http_get(f"http://127.0.0.1:{deployment.exporter_port}/metrics")
+    assert 'specserve_log_lines_parsed_total{kind="decode"}' in metrics
+    assert "specserve_speculative_draft_tokens 4.0" in metrics
+    # Prometheus scrapes the exporter (scrape interval 1 s) and loaded the project's rules.
+    query = urllib.parse.quote('up{job="specserve-exporter"}')
+    deadline = time.monotonic() + 30
+    result: list = []
+    while time.monotonic() < deadline:
+        body = json.loads(http_get(f"http://127.0.0.1:{deployment.prometheus_port}/api/v1/query?query={query}"))
+        result = body["data"]["result"]
+        if result and result[0]["value"][1] == "1":
+            break
+        time.sleep(1)
+    assert result and result[0]["value"][1] == "1", result
+    rules = json.loads(http_get(f"http://127.0.0.1:{deployment.prometheus_port}/api/v1/rules"))
+    names = {r["name"] for g in rules["data"]["groups"] for r in g["rules"]}
+    assert "SpecDecodeAcceptLengthLow" in names
+    assert http_status(f"http://127.0.0.1:{deployment.alertmanager_port}/-/ready") == 200
+    # No Grafana image here: a clear skip, not a failure.
+    assert "Grafana SKIPPED" in run.output and "cannot be pulled" in run.output
+
+
+def test_second_run_changes_nothing(deployment: Deployment) -> None:
+    before = _serving(deployment)["Id"]
+    run = playbook(deployment.inventory)
+    assert run.rc == 0, run.output[-4000:]
+    assert run.recap()["changed"] == 0, run.output[-6000:]
+    assert "Replacing" not in run.output
+    assert _serving(deployment)["Id"] == before
+
+
+def test_check_mode_runs_clean(deployment: Deployment) -> None:
+    run = playbook(deployment.inventory, "--check")
+    assert run.rc == 0, run.output[-4000:]
+    assert run.recap()["changed"] == 0, run.output[-6000:]
+
+
+def test_profile_change_restarts_once_with_drain(deployment: Deployment) -> None:
+    before = _serving(deployment)
+    write_profile(deployment.profile, deployment.server_port, **{"logging.decode_log_interval": 20})
+    run = playbook(deployment.inventory)
+    assert run.rc == 0, run.output[-6000:]
+    assert run.output.count("Replacing " + deployment.prefix) == 1
+    assert "spec changed" in run.output
+    # The restart sequence: stopped, port closed, old processes gone (polled), new one gated.
+    order = [
+        "Stop | stop the server",
+        "Stop | wait until the port is closed",
+        "Stop | wait until the old server's processes are gone",
+        "Start | container",
+        "Start | gate on /health_generate",
+        "gate passed",
+    ]
+    positions = [run.output.index(step) for step in order]
+    assert positions == sorted(positions), positions
+    assert f"old server {before['Id'][:12]} (pid, status):" in run.output
+    assert re.search(r"\(pid, status\): \d+/\d+ s, 0 (exited|removed) \(done\)", run.output)
+    after = _serving(deployment)
+    assert after["Id"] != before["Id"]
+    assert after["Config"]["Labels"]["io.specserve.spec-hash"] == _last_good_hash(deployment)
+    assert "decode_log_interval: 20" in (deployment.workdir / "etc/profile.yaml").read_text()
+
+
+def test_eagle_on_eagle3_drafter_is_refused(deployment: Deployment) -> None:
+    before = _serving(deployment)
+    good = deployment.profile.read_text()
+    try:
+        write_profile(deployment.profile, deployment.server_port,
+                      **{"logging.decode_log_interval": 20, "drafter.algorithm": "EAGLE"})
+        run = playbook(deployment.inventory)
+    finally:
+        deployment.profile.write_text(good)
+    assert run.rc != 0
+    assert "refused by `specserve check`" in run.output
+    assert "LlamaForCausalLMEagle3" in run.output and "set drafter.algorithm: EAGLE3" in run.output
+    assert "Replacing" not in run.output
+    after = _serving(deployment)
+    assert after["Id"] == before["Id"]
+    assert after["State"]["StartedAt"] == before["State"]["StartedAt"]
+
+
+def _assert_rolled_back(dep: Deployment, run: Run, good_hash: str) -> None:
+    assert run.rc != 0
+    assert "Deploy FAILED" in run.output
+    assert "Rolled back to the last good spec" in run.output
+    assert "Rendered command (specserve render" in run.output and "specserve-standin" in run.output
+    info = _serving(dep)
+    assert info["Config"]["Labels"]["io.specserve.spec-hash"] == good_hash
+    assert info["Config"]["Image"] == "specserve/standin:0.1.0"
+    assert _last_good_hash(dep) == good_hash
+
+
+def test_crashing_image_is_rolled_back(deployment: Deployment, tmp_path: Path) -> None:
+    good_hash = _last_good_hash(deployment)
+    (tmp_path / "Dockerfile").write_text(
+        "FROM specserve/standin:0.1.0\nENV SPECSERVE_STANDIN_CRASH_AFTER_SECONDS=0.3\n")
+    image = f"{deployment.prefix}-crashing:1"
+    subprocess.run(["docker", "build", "-q", "-t", image, str(tmp_path)], check=True,
+                   capture_output=True)
+    try:
+        run = playbook(deployment.inventory, "-e", f"server_image={image}")
+    finally:
+        subprocess.run(["docker", "rmi", "-f", image], capture_output=True, check=False)
+    assert "did not become healthy: crashed" in run.output, run.output[-6000:]
+    _assert_rolled_back(deployment, run, good_hash)
+
+
+def test_accept_length_one_is_caught_and_rolled_back(deployment: Deployment,
+                                                      tmp_path: Path) -> None:
+    good_hash = _last_good_hash(deployment)
+    behaviour = tmp_path / "behaviour.yaml"
+    behaviour.write_text("acceptance: 0.0\n")
+    behaviour.chmod(0o644)
+    extra = tmp_path / "vars.yml"
+    inventory_vars = yaml.safe_load(deployment.inventory.read_text())["specserve"]["vars"]
+    extra.write_text(yaml.safe_dump({
+        "server_volumes": [f"{behaviour}:/etc/standin/behaviour.yaml:ro"],
+        "server_env": {**inventory_vars["server_env"],
+                       "SPECSERVE_STANDIN_BEHAVIOUR_FILE": "/etc/standin/behaviour.yaml"},
+    }))
+    run = playbook(deployment.inventory, "-e", f"@{extra}")
+    assert "Verification gate FAILED" in run.output, run.output[-6000:]
+    assert "mean accept length: 1.0 " in run.output
+    assert "accept len: 1.00" in run.output  # the offending decode lines, as evidence
+    _assert_rolled_back(deployment, run, good_hash)
+
+
+def test_gpu_profile_on_a_machine_without_gpus(deployment: Deployment) -> None:
+    run = playbook(deployment.inventory, "--tags", "preflight",
+                   "-e", "server_profile=profiles/kimi-k2.5-int4-eagle3-8gpu.yaml")
+    assert run.rc != 0
+    assert "asks for 8 GPU(s), but nvidia-smi" in run.output
+    assert "profiles/standin-cpu.yaml" in run.output
+    _serving(deployment)
+
+
+def test_monitoring_off_exports_files(deployment: Deployment, tmp_path: Path) -> None:
+    export = tmp_path / "export"
+    run = playbook(deployment.inventory, "--tags", "preflight,monitoring",
+                   "-e", "monitoring_enabled=false", "-e", f"monitoring_export_dir={export}")
+    assert run.rc == 0, run.output[-4000:]
+    scrape = yaml.safe_load((export / "scrape-config.yml").read_text())
+    jobs = {job["job_name"]: job for job in scrape["scrape_configs"]}
+    assert jobs["specserve-exporter"]["static_configs"][0]["targets"] == [
+        f"localhost:{deployment.exporter_port}"]
+    check = subprocess.run(["promtool", "check", "rules", str(export / "specserve-rules.yml")],
+                           capture_output=True, text=True, check=False)
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert json.loads((export / "grafana/specserve.json").read_text())["panels"]
+    assert (export / "grafana/specserve-alerts.yml").is_file()
+
+
+def test_several_nodes_one_at_a_time_stop_at_first_failure(deployment: Deployment,
+                                                           tmp_path: Path) -> None:
+    before = _serving(deployment)
+    bad = deployment.workdir / "profiles" / "bad.yaml"
+    write_profile(bad, deployment.server_port, **{"drafter.algorithm": "EAGLE"})
+    inventory = deployment.write_inventory(tmp_path / "fleet.yml", {
+        "localhost": {},  # the healthy deployment: first, and unchanged
+        "node-b": {"server_profile": str(bad)},
+        "node-c": {"server_container_name": f"{deployment.prefix}-c"},
+    })
+    run = playbook(inventory)
+    assert run.rc != 0
+    assert run.recap("localhost")["failed"] == 0 and run.recap("localhost")["changed"] == 0
+    assert run.recap("node-b")["failed"] == 1
+    assert run.output.index("[localhost]") < run.output.index("[node-b]")
+    assert "[node-c]" not in run.output and "node-c " not in run.output.split("PLAY RECAP")[-1]
+    assert docker_inspect(f"{deployment.prefix}-c") is None
+    assert _serving(deployment)["Id"] == before["Id"]
+
+
+def test_vault_file_is_encrypted() -> None:
+    assert (FIXTURES / "vault.yml").read_text().startswith("$ANSIBLE_VAULT;1.1;AES256")
+    assert ROOT.joinpath("ansible.cfg").is_file()
