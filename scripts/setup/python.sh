@@ -8,5 +8,5 @@ PYTHON="${PYTHON:-python3}"
   echo "Python >= 3.11 is required (found $("$PYTHON" --version))" >&2; exit 1; }
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade "pip==25.3"
-extras="${SPECSERVE_EXTRAS:-bench}"
+extras="${SPECSERVE_EXTRAS:-bench,deploy}"
 .venv/bin/python -m pip install -q -c constraints.txt -e ".[${extras}]"
