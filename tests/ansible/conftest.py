@@ -44,6 +44,8 @@ class Deployment:
             server_state_dir=str(self.state_dir),
             server_secrets_dir=str(self.workdir / "secrets"),
             server_api_key_owner="10001",
+            server_log_owner="10001",
+            server_log_dir=str(self.workdir / "log"),
             server_health_poll_s=0.5,
             server_drain_poll_s=0.5,
             exporter_port=self.exporter_port,

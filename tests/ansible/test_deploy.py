@@ -69,6 +69,8 @@ def test_from_nothing(deployment: Deployment) -> None:
     # Exporter: decode lines from the gate's warm-up, with the profile's draft tokens.
     metrics = http_get(f"http://127.0.0.1:{deployment.exporter_port}/metrics")
     assert 'specserve_log_lines_parsed_total{kind="decode"}' in metrics
+    assert 'specserve_source_up{source="file"} 1.0' in metrics
+    _assert_exporter_least_privilege(deployment, info)
     assert "specserve_speculative_draft_tokens 4.0" in metrics
     # Prometheus scrapes the exporter (scrape interval 1 s) and loaded the project's rules.
     query = urllib.parse.quote('up{job="specserve-exporter"}')
@@ -87,6 +89,64 @@ def test_from_nothing(deployment: Deployment) -> None:
     assert http_status(f"http://127.0.0.1:{deployment.alertmanager_port}/-/ready") == 200
     # No Grafana image here: a clear skip, not a failure.
     assert "Grafana SKIPPED" in run.output and "cannot be pulled" in run.output
+
+
+def _assert_exporter_least_privilege(dep: Deployment, server: dict) -> None:
+    """The exporter reads the launcher's log file from a read-only mount, as a non-root user with
+    the log directory's group; it has no Docker socket and is not in the docker group."""
+    exporter = docker_inspect(f"{dep.prefix}-exporter")
+    assert exporter is not None and exporter["State"]["Running"]
+    mounts = {m["Destination"]: m for m in exporter["Mounts"]}
+    assert not any("docker.sock" in m["Source"] + m["Destination"] for m in exporter["Mounts"])
+    assert set(mounts) == {"/var/log/sglang"}, mounts
+    assert mounts["/var/log/sglang"]["Source"] == str(dep.workdir / "log")
+    assert mounts["/var/log/sglang"]["RW"] is False
+    user = exporter["Config"]["User"]
+    assert user == "10001:10001" and not user.startswith(("0", "root")), user
+    assert exporter["HostConfig"]["GroupAdd"] == ["10001"]
+    assert exporter["HostConfig"]["ReadonlyRootfs"] is True
+    assert exporter["Config"]["Cmd"][:4] == [
+        "--source", "file", "--file", "/var/log/sglang/sglang.log"]
+    server_mounts = {m["Destination"]: m for m in server["Mounts"]}
+    assert server_mounts["/var/log/sglang"]["RW"] is True
+    # On the host: 2750 (setgid, group 10001); the launcher's file is group-readable.
+    log_dir = (dep.workdir / "log").stat()
+    assert oct(log_dir.st_mode & 0o7777) == "0o2750" and log_dir.st_gid == 10001
+    log_file = (dep.workdir / "log" / "sglang.log").stat()
+    assert log_file.st_gid == 10001 and log_file.st_mode & 0o040
+    # The exporter really reads it as that user: its own view of the file.
+    read = "id -u; head -c 1 /var/log/sglang/sglang.log >/dev/null && echo readable"
+    proc = subprocess.run(["docker", "exec", f"{dep.prefix}-exporter", "sh", "-c", read],
+                          capture_output=True, text=True, check=False)
+    assert proc.stdout.split() == ["10001", "readable"], proc.stdout + proc.stderr
+
+
+def test_exporter_survives_server_restarts(deployment: Deployment) -> None:
+    """Re-creating the server does not re-create the exporter; it keeps following the file."""
+    exporter = docker_inspect(f"{deployment.prefix}-exporter")
+    assert exporter is not None
+    before = http_get(f"http://127.0.0.1:{deployment.exporter_port}/metrics")
+    subprocess.run(["docker", "restart", deployment.prefix], check=True, capture_output=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and http_status(
+            f"http://127.0.0.1:{deployment.server_port}/health_generate") != 200:
+        time.sleep(0.5)
+    after = docker_inspect(f"{deployment.prefix}-exporter")
+    assert after is not None and after["Id"] == exporter["Id"]
+    assert after["State"]["StartedAt"] == exporter["State"]["StartedAt"]
+    # The restarted server's start-up lines reached the exporter through the same file.
+    metrics = ""
+    while time.monotonic() < deadline:
+        metrics = http_get(f"http://127.0.0.1:{deployment.exporter_port}/metrics")
+        if _lines_read(metrics) > _lines_read(before):
+            break
+        time.sleep(0.5)
+    assert _lines_read(metrics) > _lines_read(before)
+
+
+def _lines_read(metrics: str) -> float:
+    match = re.search(r"^specserve_log_lines_read_total (\S+)$", metrics, re.MULTILINE)
+    return float(match.group(1)) if match else 0.0
 
 
 def test_second_run_changes_nothing(deployment: Deployment) -> None:
@@ -201,6 +261,18 @@ def test_gpu_profile_on_a_machine_without_gpus(deployment: Deployment) -> None:
     assert "asks for 8 GPU(s), but nvidia-smi" in run.output
     assert "profiles/standin-cpu.yaml" in run.output
     _serving(deployment)
+
+
+def test_exporter_without_log_file_is_refused(deployment: Deployment) -> None:
+    before = _serving(deployment)
+    nolog = deployment.workdir / "profiles" / "nolog.yaml"
+    write_profile(nolog, deployment.server_port, **{"logging.file": None})
+    run = playbook(deployment.inventory, "-e", f"server_profile={nolog}")
+    assert run.rc != 0
+    assert "has no logging.file, but the exporter" in run.output
+    assert "Fix: set logging.file in the profile" in run.output
+    assert "Replacing" not in run.output and "Exporter | container" not in run.output
+    assert _serving(deployment)["Id"] == before["Id"]
 
 
 def test_monitoring_off_exports_files(deployment: Deployment, tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ def _load(path: Path) -> Any:
 
 def test_every_role_is_there() -> None:
     assert [r.name for r in ROLES] == sorted(
-        ["preflight", "host", "weights", "server", "verify", "exporter", "monitoring"])
+        ["preflight", "host", "weights", "server", "verify", "exporter", "monitoring", "tune"])
 
 
 @pytest.mark.parametrize("role", ROLES, ids=[r.name for r in ROLES])
@@ -92,8 +92,9 @@ def _run(*argv: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_syntax_check() -> None:
-    result = _run(str(BIN / "ansible-playbook"), "playbooks/deploy.yml", "--syntax-check")
-    assert result.returncode == 0, result.stdout + result.stderr
+    for name in ("deploy", "baseline", "tune"):
+        result = _run(str(BIN / "ansible-playbook"), f"playbooks/{name}.yml", "--syntax-check")
+        assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_yamllint() -> None:
@@ -105,5 +106,6 @@ def test_yamllint() -> None:
 @pytest.mark.slow
 def test_ansible_lint_production_profile() -> None:
     result = _run(str(BIN / "ansible-lint"), "--profile", "production", "--offline",
-                  "playbooks/deploy.yml", "ansible/roles")
+                  "playbooks/deploy.yml", "playbooks/baseline.yml", "playbooks/tune.yml",
+                  "ansible/roles")
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]

@@ -62,6 +62,7 @@ def profile_facts(path: str) -> dict[str, Any]:
         "api_key_env": (secret.env if secret else None) or "",
         "logging_file": profile.logging.file or "",
         "baseline": ",".join(f"{k}={v:g}" for k, v in profile.baseline.items()),
+        "baseline_tok_s": dict(profile.baseline),
         # As written in the profile: the paths the server sees inside its container.
         "target_path": raw["target"]["path"],
         "drafter_path": (raw.get("drafter") or {}).get("path") or "",

@@ -1,0 +1,183 @@
+"""Profile edits for the baseline and tuning playbooks, and the tuning grid.
+
+Ansible never renders the SGLang command line: a baseline or a grid point is the deployment
+profile with its speculative parameters (or baseline block) changed, and the launcher renders
+it as for any other profile. The edit keeps the file's comments and key order (ruamel.yaml round
+trip) because the result is written back into the user's profile. Grid points are judged by the
+same rules as `specserve check` (schema, then every check of `check --configs-only`).
+"""
+
+from __future__ import annotations
+
+import io
+import itertools
+from pathlib import Path
+from typing import Any
+
+from ruamel.yaml import YAML
+
+from specserve.buckets import concurrency_bucket
+
+try:
+    from specserve.profile.checks import CheckOptions, run_checks
+    from specserve.profile.model import profile_from_document
+    from specserve.profile.schema import schema_issues
+except ImportError:  # pragma: no cover - depends on how ansible-playbook was started
+    run_checks = None  # type: ignore[assignment]
+
+try:
+    from ansible.errors import AnsibleFilterError
+except ImportError:  # pragma: no cover - unit tests import this without Ansible
+    AnsibleFilterError = ValueError  # type: ignore[assignment,misc]
+
+TREE = ("num_steps", "eagle_topk", "num_draft_tokens")
+# A draft-token entry that follows the step count: the only value top-k 1 allows.
+CHAIN = "steps+1"
+
+
+def _yaml() -> YAML:
+    yaml = YAML()  # round trip: comments, order and quoting survive
+    yaml.preserve_quotes = True
+    yaml.width = 100
+    yaml.indent(mapping=2, sequence=4, offset=2)
+    return yaml
+
+
+def _load(text: str) -> Any:
+    doc = _yaml().load(text)
+    if not isinstance(doc, dict):
+        raise AnsibleFilterError("the profile is not a YAML mapping")
+    return doc
+
+
+def _dump(doc: Any) -> str:
+    out = io.StringIO()
+    _yaml().dump(doc, out)
+    return out.getvalue()
+
+
+def profile_edit(
+    text: str,
+    speculative: dict[str, Any] | str | None = None,
+    baseline: dict[str, Any] | None = None,
+) -> str:
+    """`text` (a profile) with its speculation switched off or retuned, and/or a new baseline.
+
+    speculative: "off" removes the drafter block (the baseline: the same profile, no
+    speculation); a mapping sets drafter.num_steps / eagle_topk / num_draft_tokens and, when it
+    has `nccl_preset`, nccl.preset. baseline: the `baseline` block (`specserve bench
+    baseline-from` output, with or without its `baseline:` key) replaces the profile's.
+    """
+    doc = _load(text)
+    if speculative == "off":
+        doc.pop("drafter", None)
+    elif isinstance(speculative, dict):
+        drafter = doc.get("drafter")
+        if not isinstance(drafter, dict) or drafter.get("algorithm") in (None, "none"):
+            raise AnsibleFilterError(
+                "the profile has no drafter to tune: set drafter (algorithm, path) first"
+            )
+        for key in TREE:
+            if key in speculative:
+                drafter[key] = int(speculative[key])
+        preset = speculative.get("nccl_preset")
+        if preset:
+            doc.setdefault("nccl", {})["preset"] = str(preset)
+    elif speculative is not None:
+        raise AnsibleFilterError(f"speculative must be 'off' or a mapping, not {speculative!r}")
+    if baseline is not None:
+        block = baseline.get("baseline", baseline)
+        doc["baseline"] = {
+            "gen_throughput_tok_s": {
+                str(k): round(float(v), 1) for k, v in block["gen_throughput_tok_s"].items()
+            },
+            "source": str(block.get("source", "")),
+        }
+    return _dump(doc)
+
+
+def _point_id(point: dict[str, Any]) -> str:
+    ident = f"s{point['num_steps']}-k{point['eagle_topk']}-d{point['num_draft_tokens']}"
+    return ident + (f"-{point['nccl_preset']}" if point.get("nccl_preset") else "")
+
+
+def _draft_values(grid: dict[str, Any]) -> list[Any]:
+    values = grid.get("num_draft_tokens")
+    return list(values) if values else [CHAIN]
+
+
+def _expand(grid: dict[str, Any], extra: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    unknown = set(grid) - {*TREE, "nccl_preset"}
+    if unknown:
+        raise AnsibleFilterError(
+            f"tune_grid: unknown key(s) {sorted(unknown)}; use num_steps, eagle_topk, "
+            "num_draft_tokens (integers or 'steps+1') and optionally nccl_preset"
+        )
+    for key in ("num_steps", "eagle_topk"):
+        if not grid.get(key):
+            raise AnsibleFilterError(f"tune_grid.{key} must be a non-empty list, e.g. [1, 2, 3]")
+    presets = list(grid.get("nccl_preset") or [None])
+    points: list[dict[str, Any]] = []
+    for steps, topk, draft, preset in itertools.product(
+        grid["num_steps"], grid["eagle_topk"], _draft_values(grid), presets
+    ):
+        draft_tokens = int(steps) + 1 if draft == CHAIN else draft
+        points.append({"num_steps": steps, "eagle_topk": topk,
+                       "num_draft_tokens": draft_tokens, "nccl_preset": preset})
+    for item in extra:
+        missing = [k for k in TREE if k not in item]
+        if missing:
+            raise AnsibleFilterError(f"tune_points entry {dict(item)} lacks {missing}")
+        points.append({**{k: item[k] for k in TREE}, "nccl_preset": item.get("nccl_preset")})
+    return points
+
+
+def _problems(text: str, point: dict[str, Any], source: Path) -> list[str]:
+    """Errors `specserve check --configs-only` would report for the profile at this point."""
+    for key in TREE:
+        if not isinstance(point[key], int) or isinstance(point[key], bool):
+            return [f"{key} {point[key]!r} is not an integer"]
+    doc = _load(profile_edit(text, speculative=point))
+    issues = schema_issues(doc)
+    if not issues:
+        profile = profile_from_document(doc, source_path=source)
+        issues = run_checks(profile, CheckOptions(configs_only=True))
+    return [f"{i.field}: {i.problem} (fix: {i.fix})" for i in issues if i.severity == "error"]
+
+
+def tune_points(
+    grid: dict[str, Any], profile_path: str, extra: list[dict[str, Any]] | None = None
+) -> list[dict[str, Any]]:
+    """Every grid point (product of the lists, then `extra`), each with an id and, when
+    `specserve check` would refuse the profile at that point, `valid: false` and why."""
+    if run_checks is None:
+        raise AnsibleFilterError(
+            "the specserve Python package is not importable by ansible-playbook: run it from the "
+            "repository's virtual environment (.venv/bin/ansible-playbook)"
+        )
+    source = Path(profile_path).resolve()
+    text = source.read_text(encoding="utf-8")
+    seen: set[str] = set()
+    result: list[dict[str, Any]] = []
+    for point in _expand(grid, list(extra or [])):
+        ident = _point_id(point)
+        if ident in seen:
+            continue
+        seen.add(ident)
+        problems = _problems(text, point, source)
+        result.append({
+            **{k: v for k, v in point.items() if k != "nccl_preset" or v},
+            "id": ident,
+            "valid": not problems,
+            "reason": "; ".join(problems),
+        })
+    return result
+
+
+class FilterModule:
+    def filters(self) -> dict[str, Any]:
+        return {
+            "specserve_profile_edit": profile_edit,
+            "specserve_tune_points": tune_points,
+            "specserve_bucket": concurrency_bucket,
+        }
