@@ -2,7 +2,7 @@
 # Debian/Ubuntu packages the tests run for real: Docker Engine, Prometheus + promtool,
 # Alertmanager + amtool, mtail (the exporter benchmark's peer), debootstrap (local base image).
 set -euo pipefail
-packages=(docker.io prometheus prometheus-alertmanager mtail debootstrap git ca-certificates)
+packages=(docker.io prometheus prometheus-alertmanager mtail debootstrap git ca-certificates rsync)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

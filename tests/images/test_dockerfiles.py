@@ -76,6 +76,8 @@ AGREEMENTS: list[Agreement] = [
     Agreement("docker/exporter/Dockerfile", dockerfile_arg("SPECSERVE_VERSION"), project_version),
     Agreement("docker/standin/Dockerfile", dockerfile_arg("SPECSERVE_VERSION"), project_version),
     Agreement("ansible/roles/server/defaults/main.yml", yaml_key("server_image"), lambda: f"{VERSIONS['specserve_images']['sglang']['repository']}:{VERSIONS['specserve_images']['sglang']['tag']}"),  # noqa: E501
+    Agreement("ansible/roles/weights/defaults/main.yml", yaml_key("weights_hf_hub_version"), lambda: VERSIONS["tools"]["huggingface_hub"]),  # noqa: E501
+    Agreement("ansible/roles/weights/defaults/main.yml", yaml_key("weights_hf_click_version"), lambda: VERSIONS["tools"]["click"]),  # noqa: E501
     # Ansible defaults and Helm values add their lines here, e.g.
     # Agreement("charts/specserve/values.yaml", yaml_key("image.tag"), lambda: ...),
 ]
