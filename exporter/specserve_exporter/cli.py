@@ -45,7 +45,7 @@ def build_source(config: ExporterConfig, sink: LineSink) -> Source:
     return StreamSource(sys.stdin.buffer, sink)
 
 
-def run_once(config: ExporterConfig, registry: CollectorRegistry, source: Source) -> int:
+def run_once(registry: CollectorRegistry, source: Source) -> int:
     """Read what the source has now, print the metrics, exit: for demos and benchmarks."""
     from .sources.file import FileSource
 
@@ -72,7 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     registry = CollectorRegistry()
     registry.register(LogCollector(state, source))
     if config.once:
-        return run_once(config, registry, source)
+        return run_once(registry, source)
 
     try:
         server = HttpServer(config.listen_host, config.listen_port, make_app(registry, source))

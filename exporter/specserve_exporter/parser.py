@@ -151,10 +151,6 @@ def ranks_of_prefix(prefix: bytes) -> Ranks:
     return ranks
 
 
-def is_stats_line(line: bytes) -> bool:
-    return DECODE_MARKER in line or PREFILL_MARKER in line
-
-
 def parse_line(line: bytes) -> StatsLine | Rejected | None:
     """Parse a Decode/Prefill stats line. None: not a stats line (an HTTP access line, a warning).
 
