@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import shutil
 import socket
 import statistics
@@ -33,52 +32,60 @@ ROOT = Path(__file__).resolve().parent.parent
 EXPORTER = [sys.executable, "-m", "specserve_exporter"]
 
 
-def timed(cmd: list[str]) -> tuple[float, int]:
-    """Wall seconds and peak RSS (KiB) of one child process."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+def timed(cmd: list[str]) -> float:
+    """Wall seconds of one child process."""
     start = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, check=False)
     elapsed = time.perf_counter() - start
     if proc.returncode != 0:
         raise SystemExit(f"{cmd[0]} failed: {proc.stderr.decode()[-2000:]}")
-    after = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return elapsed, max(before, after)
+    return elapsed
+
+
+# Linux carries a process's peak RSS across exec, and a child that Python starts with vfork
+# begins with its parent's peak: this benchmark, which generated the log, would be measured
+# instead of the exporter. A small probe process forks (a fresh peak) and execs the command.
+RSS_PROBE = """
+import os, sys
+pid = os.fork()
+if pid == 0:
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 1)
+    os.execv(sys.argv[1], sys.argv[1:])
+_, status, usage = os.wait4(pid, 0)
+print(usage.ru_maxrss)
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
 
 
 def peak_rss_kib(cmd: list[str]) -> int:
-    """Peak RSS of exactly this child (ru_maxrss of RUSAGE_CHILDREN is a max over all children)."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"{cmd} failed")
-    return usage.ru_maxrss
+    """Peak RSS of the command alone (floor: the probe's own interpreter, about 10 MiB)."""
+    proc = subprocess.run([sys.executable, "-c", RSS_PROBE, *cmd], capture_output=True, check=False)
+    if proc.returncode != 0:
+        raise SystemExit(f"{cmd} failed: {proc.stderr.decode()[-2000:]}")
+    return int(proc.stdout.split()[-1])
 
 
-def bare_binary(path: Path) -> int:
-    n = 0
-    with path.open("rb") as f:
-        for line in f:
-            if b"Decode batch" in line or b"Prefill batch" in line:
-                n += 1
-    return n
-
-
-def bare_text(path: Path) -> int:
-    n = 0
-    with path.open() as f:
-        for line in f:
-            if "Decode batch" in line or "Prefill batch" in line:
-                n += 1
-    return n
-
-
-def median_time(fn: object, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()  # type: ignore[operator]
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+# The bare loops run as fresh processes too, like the exporter and mtail: every reader pays for
+# its interpreter's start, and none gets a page cache or heap warmed by another.
+BARE_BINARY = """
+import sys
+n = 0
+with open(sys.argv[1], "rb") as f:
+    for line in f:
+        if b"Decode batch" in line or b"Prefill batch" in line:
+            n += 1
+print(n)
+"""
+BARE_TEXT = """
+import sys
+n = 0
+with open(sys.argv[1]) as f:
+    for line in f:
+        if "Decode batch" in line or "Prefill batch" in line:
+            n += 1
+print(n)
+"""
 
 
 def soak(lines: int) -> list[tuple[int, float]]:
@@ -174,32 +181,34 @@ def main() -> int:
         log = sglang_log.write(workdir / "sglang.log", args.lines)
         size_mb = log.stat().st_size / 2**20
         print(f"log: {args.lines:,} lines, {size_mb:.0f} MiB (80% decode, 10% prefill, 10% HTTP)")
-        bare_binary(log)  # warm the page cache for everyone
+        timed([sys.executable, "-c", BARE_BINARY, str(log)])  # warm the page cache for everyone
 
-        exporter_cmd = [*EXPORTER, "--source", "file", "--file", str(log), "--once"]
-        t_exporter = statistics.median(timed(exporter_cmd)[0] for _ in range(args.repeat))
-        rss_exporter = peak_rss_kib(exporter_cmd) / 1024
-        t_binary = median_time(lambda: bare_binary(log), args.repeat)
-        t_text = median_time(lambda: bare_text(log), args.repeat)
-        t_mtail = None
+        readers = {
+            "specserve-exporter --once": [
+                *EXPORTER, "--source", "file", "--file", str(log), "--once"],
+            "bare Python loop, binary read + filter": [
+                sys.executable, "-c", BARE_BINARY, str(log)],
+            "bare Python loop, text read + filter": [sys.executable, "-c", BARE_TEXT, str(log)],
+        }
         if mtail:
-            mtail_cmd = [mtail, "--one_shot", "--one_shot_format", "prometheus", "--progs",
-                         str(ROOT / "benchmarks" / "mtail"), "--logs", str(log)]
-            t_mtail = statistics.median(timed(mtail_cmd)[0] for _ in range(args.repeat))
-
-        rate = args.lines / t_exporter
-        print(f"\n{'reader':<44}{'lines/s':>14}{'exporter / it':>16}")
-        label = f"specserve-exporter --once (median of {args.repeat})"
-        print(f"{label:<44}{rate:>14,.0f}")
-        if t_mtail is not None:
-            m = args.lines / t_mtail
-            print(f"{'mtail --one_shot, equivalent program':<44}{m:>14,.0f}{rate / m:>15.2f}x")
-        else:
+            readers["mtail --one_shot, equivalent program"] = [
+                mtail, "--one_shot", "--one_shot_format", "prometheus",
+                "--progs", str(ROOT / "benchmarks" / "mtail"), "--logs", str(log)]
+        # Round-robin, so a slow spell of the machine hits every reader alike.
+        times: dict[str, list[float]] = {name: [] for name in readers}
+        for _ in range(args.repeat):
+            for name, cmd in readers.items():
+                times[name].append(timed(cmd))
+        rate = {name: args.lines / statistics.median(t) for name, t in times.items()}
+        exporter = rate.pop("specserve-exporter --once")
+        print(f"\nlines/s, median of {args.repeat} runs, each reader a fresh process")
+        print(f"{'reader':<44}{'lines/s':>14}{'exporter / it':>16}")
+        print(f"{'specserve-exporter --once':<44}{exporter:>14,.0f}")
+        for name, peer in rate.items():
+            print(f"{name:<44}{peer:>14,.0f}{exporter / peer:>15.2f}x")
+        if not mtail:
             print("mtail not installed: apt-get install mtail")
-        b = args.lines / t_binary
-        t = args.lines / t_text
-        print(f"{'bare Python loop, binary read + filter':<44}{b:>14,.0f}{rate / b:>15.2f}x")
-        print(f"{'bare Python loop, text read + filter':<44}{t:>14,.0f}{rate / t:>15.2f}x")
+        rss_exporter = peak_rss_kib(readers["specserve-exporter --once"]) / 1024
         print(f"\nexporter peak RSS in that run: {rss_exporter:.1f} MiB (target < 60 MiB)")
 
         if args.soak_lines:

@@ -46,11 +46,13 @@ class LineBuffer:
         if not self._pending and data.endswith(b"\n"):
             self._sink(data)  # the common case for files: no copy
             return
-        data = self._pending + data
         cut = data.rfind(b"\n") + 1
         if cut:
-            self._sink(data[:cut])
-        self._pending = data[cut:]
+            # One copy: the pending head and the complete lines of `data`, joined.
+            self._sink(b"".join((self._pending, memoryview(data)[:cut])))
+            self._pending = data[cut:]
+        else:
+            self._pending += data
         if len(self._pending) > MAX_PENDING_BYTES:
             # Keep the head of the runaway line; it is passed on as one (too long) line at flush.
             self._pending = self._pending[:MAX_PENDING_BYTES]
