@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -162,3 +163,45 @@ def test_shape_with_one_captured_value_counts_the_value_not_its_bytes() -> None:
     fast = assert_same([body, body])
     rank0 = (("dp", "0"), ("pp", "0"), ("tp", "0"))
     assert fast[("specserve_prefill_new_tokens_total", rank0)] == 120
+
+
+def _learned(rng: random.Random, n: int = 200) -> tuple[Ingestor, list[bytes]]:
+    lines = [decode_line(rng) for _ in range(n)]
+    ingestor = Ingestor(LogState(CONFIG))
+    ingestor.feed(b"\n".join(lines) + b"\n", now=1.0)
+    return ingestor, lines
+
+
+def test_a_line_printed_in_another_form_sends_its_chunk_to_the_reference_path() -> None:
+    # The shape expects "accept len: 2.91"; "accept len: 3" is valid for the reference parser,
+    # so the chunk holding it must be read line by line, and lose nothing.
+    rng = random.Random(11)
+    ingestor, lines = _learned(rng)
+    good = [decode_line(rng) for _ in range(100)]
+    odd = re.sub(rb"accept len: [\d.]+", b"accept len: 3", good[50])
+    assert odd != good[50]
+    chunk = b"\n".join([*good[:50], odd, *good[51:]]) + b"\n"
+    assert ingestor._fast(chunk, chunk.count(b"\n"), 1.0) is False
+    fast = assert_same([b"\n".join(lines) + b"\n", chunk])
+    assert fast[("specserve_log_lines_parsed_total", (("kind", "decode"),))] == 300
+
+
+def test_a_chunk_of_the_learned_shape_takes_the_fast_path() -> None:
+    rng = random.Random(12)
+    ingestor, _ = _learned(rng)
+    chunk = b"\n".join(decode_line(rng) for _ in range(100)) + b"\n"
+    assert ingestor._fast(chunk, chunk.count(b"\n"), 1.0) is True
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_one_damaged_line_among_learned_ones_is_read_as_the_reference_reads_it(
+    data: st.DataObject,
+) -> None:
+    # The fast path's own check: a chunk of the learned shape with one line that is not.
+    rng = random.Random(data.draw(st.integers(0, 2**16)))
+    lines = [decode_line(rng) for _ in range(30)]
+    damaged = list(lines)
+    at = data.draw(st.integers(0, len(lines) - 1))
+    damaged[at] = _mutate(lines[at], data)
+    assert_same([b"\n".join(lines) + b"\n", b"\n".join(damaged) + b"\n"])
