@@ -3,10 +3,11 @@
 The reference parser (parser.py) reads one line at a time. Most of an SGLang log is stats lines of
 one layout printed by one rank, so for a chunk whose stats lines all share the layout ("shape") and
 rank of the last ones parsed, one regex `findall` per kind over the whole chunk (in C) extracts the
-few values every window feeds into histograms and counters. Gauges only show the last window, so
-they are set from the chunk's last line through the reference parser. Anything else (a new shape,
-several ranks, non-ASCII bytes, a line a shape regex misses) takes the reference parser for that
-chunk, which also learns the new shapes. A property test keeps the two paths equal.
+few values every window feeds into histograms and counters, and flags any line holding the kind's
+marker that is not of the shape. Gauges only show the last window, so they are set from the
+chunk's last line through the reference parser. Anything else (a new shape, several ranks,
+non-ASCII bytes, a flagged line) takes the reference parser for that chunk, which also learns the
+new shapes. Property tests keep the two paths equal.
 """
 
 from __future__ import annotations
@@ -43,8 +44,8 @@ _INTEGER = re.compile(rb"\d+")
 _DECIMAL = re.compile(rb"\d+\.\d+")
 _ANY_NUMBER = rb"\d++(?:\.\d++)?"
 # The values read from every line, per kind; everything else comes from the chunk's last line.
-# The first one is required by the reference parser, so a shape always captures it, and a match
-# always fills it: an empty value marks a line the shape missed (see Shape).
+# The first one is required by the reference parser, so a shape always captures it and a whole-line
+# match fills it: a match with every value empty is a line the shape missed (see Shape).
 _CAPTURED: dict[Kind, tuple[bytes, ...]] = {
     Kind.DECODE: (b"#running-req", b"accept len", b"gen throughput (token/s)"),
     Kind.PREFILL: (b"#new-token", b"#cached-token"),
