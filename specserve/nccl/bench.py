@@ -23,6 +23,17 @@ from specserve.nccl.report import (
 from specserve.nccl.runner import run_preset
 from specserve.nccl.sizes import DTYPE_BYTES, MessageSize
 
+# What SGLang's server sets for itself before NCCL starts (`_set_envs_and_config` in
+# sglang/srt/entrypoints/engine.py), at its defaults, so every preset, `default` included, is
+# measured the way the server runs: NVLink SHARP off (`--enable-nccl-nvls` turns it on there;
+# `--env NCCL_NVLS_ENABLE=1` here), cuMem off. --env overrides any of them.
+SERVER_ENV: dict[str, str] = {
+    "NCCL_CUMEM_ENABLE": "0",
+    "NCCL_NVLS_ENABLE": "0",
+    "TORCH_NCCL_AVOID_RECORD_STREAMS": "1",
+    "CUDA_DEVICE_MAX_CONNECTIONS": "4",
+}
+
 
 @dataclass(frozen=True)
 class BenchConfig:
@@ -33,6 +44,7 @@ class BenchConfig:
     warmup: int
     timeout_s: float
     extra_env: Mapping[str, str] = field(default_factory=dict)
+    timing: str = "graph"  # on CUDA: "graph" (as SGLang's decode runs) or "eager"
 
 
 def _progress(message: str) -> None:
@@ -46,6 +58,7 @@ def worker_spec(plan: Plan, config: BenchConfig) -> dict[str, Any]:
         "dtype": config.dtype,
         "iters": config.iters,
         "warmup": config.warmup,
+        "timing": config.timing,
         "collective_timeout_s": config.timeout_s,
         "sizes": [s.as_dict() for s in config.sizes],
     }
@@ -96,6 +109,8 @@ def run_benchmark(plan: Plan, selection: Selection, config: BenchConfig) -> dict
             "dtype_bytes": DTYPE_BYTES[config.dtype],
             "iters": config.iters,
             "warmup": config.warmup,
+            # What the workers did: "wall" on CPU whatever was asked.
+            "timing": (all_reports[0].get("timing") if all_reports else None) or config.timing,
             "timeout_s": config.timeout_s,
             "extra_env": dict(config.extra_env),
             "reference": REFERENCE,

@@ -89,6 +89,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--iters", type=_positive, default=200, help="timed iterations per size")
     parser.add_argument("--warmup", type=_positive, default=20, help="untimed iterations first")
     parser.add_argument(
+        "--timing", choices=["graph", "eager"], default="graph",
+        help="on GPUs: time all-reduces replayed from a CUDA graph, as SGLang's decode runs them "
+        "(graph), or one torch.distributed call each, which adds the host's ~25 µs dispatch to "
+        "every small message (eager). CPU runs use the wall clock",
+    )
+    parser.add_argument(
         "--sizes",
         help="comma list of token counts (tokens x hidden x dtype bytes) and byte sizes "
         "(16MiB, 4096B); default: 1,2,4,...,256 tokens plus 16MiB,64MiB,256MiB",
@@ -132,7 +138,7 @@ def _load_presets(args: argparse.Namespace) -> dict[str, BenchPreset]:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from specserve.nccl.bench import BenchConfig, run_benchmark
+    from specserve.nccl.bench import SERVER_ENV, BenchConfig, run_benchmark
     from specserve.nccl.report import render_markdown
 
     try:
@@ -166,8 +172,9 @@ def handle(args: argparse.Namespace) -> int:
         dtype=args.dtype,
         iters=args.iters,
         warmup=args.warmup,
+        timing=args.timing,
         timeout_s=args.timeout,
-        extra_env=dict(args.env),
+        extra_env={**SERVER_ENV, **dict(args.env)},
     )
     document = run_benchmark(node, selection, config)
     args.json_out.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")

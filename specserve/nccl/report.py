@@ -161,6 +161,13 @@ def _summary(
     return [*lines, ""]
 
 
+_TIMING = {
+    "graph": "each all-reduce timed inside a replayed CUDA graph (as in SGLang's decode)",
+    "eager": "each all-reduce timed as one eager call (host dispatch included)",
+    "wall": "wall clock around each synchronous call",
+}
+
+
 def render_markdown(document: Mapping[str, Any]) -> str:
     machine, config = document["machine"], document["config"]
     gpus = sorted({str(n) for n in machine["gpu_names"] if n})
@@ -170,7 +177,8 @@ def render_markdown(document: Mapping[str, Any]) -> str:
         "",
         f"NCCL {machine.get('nccl_version') or 'n/a'}, torch {machine.get('torch_version')}, "
         f"topology {machine['topology']} ({machine['topology_note']}), "
-        f"{config['iters']} iterations after {config['warmup']} warm-up.",
+        f"{config['iters']} iterations after {config['warmup']} warm-up, "
+        f"{_TIMING.get(str(config.get('timing')), str(config.get('timing')))}.",
         "",
     ]
     if machine["backend"] != "nccl":

@@ -94,14 +94,30 @@ def test_run_reports_machine_and_config(forced_run):
     assert [s["label"] for s in config["sizes"]] == ["1tok", "4tok", "64KiB"]
     assert [s["nbytes"] for s in config["sizes"]] == [14336, 57344, 65536]
     assert (config["dtype"], config["iters"], config["warmup"]) == ("bfloat16", 5, 2)
+    # What the workers did: CPU ranks time with the wall clock, whatever --timing asks of GPUs.
+    assert config["timing"] == "wall"
+    assert "wall clock around each synchronous call" in forced_run[0].stdout
 
 
 def test_each_presets_env_reached_its_workers_and_nothing_else(forced_run):
     _, document = forced_run
     presets = by_name(document)
     assert [e["name"] for e in document["presets"]] == ["default", "broken", "ring-simple"]
-    assert presets["default"]["env_seen"] == [{}, {}]
-    assert presets["ring-simple"]["env_seen"] == [{"NCCL_ALGO": "Ring", "NCCL_PROTO": "Simple"}] * 2
+    # What SGLang's server sets for itself reaches every preset, `default` included; the
+    # inherited NCCL_DEBUG / NCCL_PROTO of the parent do not.
+    server = {"NCCL_CUMEM_ENABLE": "0", "NCCL_NVLS_ENABLE": "0"}
+    assert presets["default"]["env_seen"] == [server, server]
+    assert presets["ring-simple"]["env_seen"] == [
+        {**server, "NCCL_ALGO": "Ring", "NCCL_PROTO": "Simple"}] * 2
+    assert document["config"]["extra_env"]["CUDA_DEVICE_MAX_CONNECTIONS"] == "4"
+
+
+def test_env_flag_overrides_the_servers_own_settings(tmp_path):
+    done = bench(tmp_path, "--presets", "default", "--env", "NCCL_NVLS_ENABLE=1")
+    assert done.returncode == 0, done.stderr
+    document = json.loads((tmp_path / "out" / "result.json").read_text())
+    seen = by_name(document)["default"]["env_seen"]
+    assert seen == [{"NCCL_CUMEM_ENABLE": "0", "NCCL_NVLS_ENABLE": "1"}] * 2
 
 
 def test_measured_presets_have_positive_finite_numbers(forced_run):

@@ -23,6 +23,17 @@ def test_specserve_has_the_nccl_bench_subcommand():
     assert args.handler is cli.handle
     assert (args.presets, args.iters, args.env) == ("pcie-8gpu-seeds", 7, [("NCCL_DEBUG", "WARN")])
     assert (args.hidden_size, args.dtype, args.warmup) == (7168, "bfloat16", 20)
+    assert args.timing == "graph", "GPU runs time all-reduces as SGLang's CUDA-graph decode runs"
+
+
+def test_timing_reaches_the_worker_spec():
+    from specserve.nccl.bench import BenchConfig, worker_spec
+    from specserve.nccl.machine import Plan
+
+    node = Plan("cuda", "nccl", 8, "nvlink", "", "python3", "2.11.0")
+    config = BenchConfig(sizes=[], hidden_size=7168, dtype="bfloat16", iters=5, warmup=1,
+                         timeout_s=10.0, timing="eager")
+    assert worker_spec(node, config)["timing"] == "eager"
 
 
 @pytest.mark.parametrize(
@@ -31,6 +42,7 @@ def test_specserve_has_the_nccl_bench_subcommand():
         (["--iters", "0"], "'0' is not a positive integer"),
         (["--env", "NOEQUALS"], "'NOEQUALS' is not KEY=VALUE"),
         (["--topology", "sxm"], "invalid choice: 'sxm'"),
+        (["--timing", "cuda"], "invalid choice: 'cuda'"),
     ],
 )
 def test_bad_flags_are_refused_by_name(capsys, argv, message):
