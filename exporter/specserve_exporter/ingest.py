@@ -81,8 +81,9 @@ class Shape:
         if head is None:
             raise ValueError("no stats-line head")
         prefix = line[: head.start()]
+        self.bracketed = prefix.endswith(b"] ")
         # Rank part: the text between the timestamp and "] " (" TP0"), or nothing.
-        inner = prefix[:-2] if prefix.endswith(b"] ") else b""
+        inner = prefix[:-2] if self.bracketed else b""
         tail = inner[inner.rfind(b" "):] if inner else b""
         self.rank_tail = tail if _TP_RANK.match(tail) else b""
         counter = rb"(?: ?\[\d+\])?" if head.group(1) else b""
@@ -112,7 +113,7 @@ class Shape:
         if not captured or captured[0] != _CAPTURED[kind][0]:
             raise ValueError("the required first value is missing")
         self.captured = tuple(captured)
-        if prefix.endswith(b"] "):
+        if self.bracketed:
             # A fixed-width look-behind checks the rank part and the 3 bytes before it, the
             # timestamp's tail (":14", "123"), so " DP1 TP0] Decode" never passes for " TP0]".
             before = inner[: len(inner) - len(self.rank_tail)][-3:]
@@ -123,7 +124,6 @@ class Shape:
             behind = rb"(?<=" + guard + re.escape(self.rank_tail + b"] " + marker) + b")"
         else:
             behind = b""
-        self.bracketed = prefix.endswith(b"] ")
         # findall returns plain strings, not tuples, for a regex with one group: an empty
         # trailing group keeps every match a tuple indexed by `captured`.
         padding = b"()" if len(captured) < 2 else b""

@@ -74,10 +74,7 @@ class _Timer:
         with torch.cuda.graph(graph):
             for _ in range(GRAPH_BATCH):
                 dist.all_reduce(tensor)
-        try:
-            return self._events(graph.replay, iters, GRAPH_BATCH)
-        finally:
-            del graph
+        return self._events(graph.replay, iters, GRAPH_BATCH)
 
     @staticmethod
     def _events(launch: Any, iters: int, per_launch: int) -> list[float]:
