@@ -91,8 +91,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--timing", choices=["graph", "eager"], default="graph",
         help="on GPUs: time all-reduces replayed from a CUDA graph, as SGLang's decode runs them "
-        "(graph), or one torch.distributed call each, which adds the host's ~25 µs dispatch to "
-        "every small message (eager). CPU runs use the wall clock",
+        "(graph), or one torch.distributed call each, which adds the host's dispatch (25-45 µs on "
+        "an H100) to every small message (eager). CPU runs use the wall clock",
     )
     parser.add_argument(
         "--sizes",

@@ -39,8 +39,8 @@ class _Timer:
 
     "graph" (CUDA): all-reduces captured in a CUDA graph and replayed, as SGLang runs them in
     decode. "eager" (CUDA): one torch.distributed call each; for small messages this mostly
-    measures the host's dispatch (about 25 µs on an H100 with one rank, where the GPU work is
-    0.1 µs). "wall" (CPU, gloo): wall clock around each synchronous call.
+    measures the host's dispatch (25 to 45 µs on an H100 with one rank, where graph timing
+    shows about 1.5 µs). "wall" (CPU, gloo): wall clock around each synchronous call.
     """
 
     def __init__(self, device: torch.device, timing: str) -> None:
