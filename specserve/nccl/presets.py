@@ -176,9 +176,8 @@ def select_presets(
             if topology == "any" or preset.topology in ("any", topology):
                 wanted.append(name)
             else:
-                selection.skipped.append(
-                    (preset, f"meant for {preset.topology} nodes; this node is {topology}")
-                )
+                why = f"meant for {preset.topology} nodes; this node is {topology}"
+                selection.skipped.append((preset, f"{why} (name it in --presets to run it)"))
     for name in wanted:
         preset = pool[name]
         errors, warnings = _validate(preset, topology)

@@ -34,7 +34,10 @@ def test_default_selection_on_pcie_runs_reference_first_and_skips_nvlink_presets
     assert "pcie-8gpu-seeds" in names
     assert "nvlink" not in names
     assert [(p.name, why) for p, why in selection.skipped] == [
-        ("nvlink", "meant for nvlink nodes; this node is pcie")
+        (
+            "nvlink",
+            "meant for nvlink nodes; this node is pcie (name it in --presets to run it)",
+        )
     ]
     assert not selection.refused
 
