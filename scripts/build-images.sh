@@ -93,7 +93,7 @@ else
     "$PY" -m pip download --quiet --dest "$WHEELS" --only-binary=:all: \
       --python-version "$v" --implementation cp \
       --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
-      --platform manylinux2014_x86_64 "${constraints[@]}" "$wheel"
+      --platform manylinux2014_x86_64 --platform linux_x86_64 "${constraints[@]}" "$wheel"
   done
   # The images install specserve --no-deps plus these exact pins (from the wheel's metadata).
   "$PY" - "$wheel" "$LEAN_EXCLUDE" >"$WHEELS/requirements-lean.txt" <<'PYEOF'

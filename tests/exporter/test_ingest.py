@@ -153,8 +153,8 @@ def test_random_bytes_never_raise(blob: bytes) -> None:
 
 
 def test_shape_with_one_captured_value_counts_the_value_not_its_bytes() -> None:
-    # A prefill shape without #cached-token captures one group; findall would then return
-    # strings, and indexing a string gives a byte value (b"6"[0] == 54), not the number.
+    # A prefill shape without #cached-token asks the scanner for one sum, not two: the sum must
+    # still be the #new-token values (6 per line), not anything positional.
     line = (
         b"[2026-03-01 10:00:00 TP0] Prefill batch, #new-seq: 1, #new-token: 6, "
         b"token usage: 0.01, #running-req: 0, #queue-req: 0"

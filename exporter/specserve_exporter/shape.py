@@ -1,0 +1,201 @@
+"""A stats-line layout learned from one parsed line, compiled for the chunk scanner (_scan.c).
+
+Most of an SGLang log is stats lines of one layout printed by one rank. A Shape is that layout
+exactly: field names, order, separators, the form each number is printed in, and the line's
+tail. `scan` finds every line holding the kind's marker in a chunk and, when all of them are of
+the shape, returns the histograms and sums the metrics need; when one is not, it returns None and
+the caller reads the chunk with the reference parser.
+
+The program is the regular expression such a line would need, as operations the scanner runs
+with no backtracking (every quantifier possessive):
+
+    marker (?<=guard behind) counter? separator " " field ", " field ... line_end $
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import IntEnum
+
+from . import _scan
+from .parser import (
+    DECODE_MARKER,
+    EXPORTED_FIELDS,
+    FIELD_NAMES,
+    GRAPH_LABELS,
+    PREFILL_MARKER,
+    Kind,
+    StatsLine,
+)
+
+
+class Op(IntEnum):
+    """The scanner's operations; the numbers are _scan.c's."""
+
+    LITERAL = 0  # the argument's bytes, exactly
+    INTEGER = 1  # \d++
+    DECIMAL = 2  # \d++\.\d++
+    BOOLEAN = 3  # True|False
+    TEXT = 4  # [^,\n]*+: a field the exporter only recognises
+    COUNTER = 5  # (?: ?\[\d+\])?: SGLang's optional iteration counter
+
+
+if any(getattr(_scan, f"OP_{op.name}", None) != op for op in Op):
+    raise ImportError(
+        f"{_scan.__file__} was built from another version of _scan.c: rebuild it "
+        "(pip install -e . or bash scripts/setup/python.sh)"
+    )
+
+MARKERS: dict[Kind, bytes] = {Kind.DECODE: DECODE_MARKER, Kind.PREFILL: PREFILL_MARKER}
+# The values read from every line, per kind; the gauges come from the chunk's last line. The
+# first one is required by the reference parser, so a shape always has it.
+CAPTURED: dict[Kind, tuple[bytes, ...]] = {
+    Kind.DECODE: (b"#running-req", b"accept len", b"gen throughput (token/s)"),
+    Kind.PREFILL: (b"#new-token", b"#cached-token"),
+}
+NO_KEY = -1
+
+_TP_RANK = re.compile(rb" TP\d+$")
+_HEAD = {
+    kind: re.compile(re.escape(marker) + rb"( ?\[\d+\])?([.,]?) ")
+    for kind, marker in MARKERS.items()
+}
+# The form a number was printed in. Stricter than the reference parser on purpose: SGLang prints
+# each field in one fixed format, and a line printed in another form is not lost, it only sends
+# its chunk through the reference parser.
+_INTEGER = re.compile(rb"\d+")
+_DECIMAL = re.compile(rb"\d+\.\d+")
+
+
+@dataclass(frozen=True)
+class HistogramSpec:
+    """What the scanner sums per line: `value`, bucketed by `bounds`, per integer `key`."""
+
+    value: bytes
+    key: bytes | None
+    bounds: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class Scanned:
+    lines: int
+    # Per requested histogram: {key: (count per bucket with +Inf last, sum)}; key 0 when unkeyed.
+    histograms: list[dict[int, tuple[list[int], float]]]
+
+
+class Shape:
+    __slots__ = ("behind", "bracketed", "captured", "guard", "kind", "program", "unknown_fields")
+
+    def __init__(self, kind: Kind, line: bytes, parsed: StatsLine) -> None:
+        """Learn the shape of `line`, which the reference parser read as `parsed`.
+
+        ValueError when the line cannot be a shape: several rank words, no required value.
+        """
+        self.kind = kind
+        head = _HEAD[kind].search(line)
+        if head is None:
+            raise ValueError("no stats-line head")
+        prefix = line[: head.start()]
+        self.bracketed = prefix.endswith(b"] ")
+        # Rank part: the text between the timestamp and "] " (" TP0"), or nothing.
+        inner = prefix[:-2] if self.bracketed else b""
+        tail = inner[inner.rfind(b" "):] if inner else b""
+        rank_tail = tail if _TP_RANK.match(tail) else b""
+        if self.bracketed:
+            # The rank part and the 3 bytes before it, the timestamp's tail (":14", "123"), so
+            # " DP1 TP0] Decode" never passes for " TP0]".
+            self.guard = inner[: len(inner) - len(rank_tail)][-3:]
+            if len(self.guard) != 3 or not all(c in b"0123456789:." for c in self.guard):
+                # Several rank words (DP attention, PP): the reference path reads them per line.
+                raise ValueError("multi-rank prefix")
+            self.behind = rank_tail + b"] "
+        else:
+            self.guard = self.behind = b""
+        program: list[tuple[Op, bytes | int | None]] = []
+        if head.group(1):
+            program.append((Op.COUNTER, None))
+        program.append((Op.LITERAL, head.group(2) + b" "))
+        rest = line[head.end():]
+        body = rest.rstrip(b"\r").rstrip(b" ").rstrip(b",")
+        line_end = rest[len(body):]  # "", ",", ", ", " ", "\r": printed the same on every line
+        captured: list[bytes] = []
+        for i, part in enumerate(body.split(b", ")):
+            if i:
+                program.append((Op.LITERAL, b", "))
+            name, sep, raw = part.partition(b": ")
+            if not sep:
+                program.append((Op.LITERAL, part))  # an unknown bare word: the same text
+                continue
+            program.append((Op.LITERAL, name + b": "))
+            if name in CAPTURED[kind] or FIELD_NAMES.get(name) in EXPORTED_FIELDS:
+                percent = raw.endswith(b"%")
+                slot = len(captured) if name in CAPTURED[kind] else None
+                if slot is not None:
+                    captured.append(name)
+                program.append((_number_op(raw[:-1] if percent else raw), NO_KEY if slot is None
+                                else slot))
+                if percent:
+                    program.append((Op.LITERAL, b"%"))
+            elif name in GRAPH_LABELS:
+                program.append((Op.BOOLEAN, None))
+            else:
+                program.append((Op.TEXT, None))
+        program.append((Op.LITERAL, line_end))
+        if not captured or captured[0] != CAPTURED[kind][0]:
+            raise ValueError("the required first value is missing")
+        self.captured = tuple(captured)
+        self.program = _merge_literals(program)
+        self.unknown_fields = parsed.unknown_fields
+        if self.scan(line, ()) is None:
+            raise ValueError("the shape does not match the line it was learned from")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Shape) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def _key(self) -> tuple[object, ...]:
+        return (self.kind, self.guard, self.behind, self.program)
+
+    def has(self, name: bytes) -> bool:
+        return name in self.captured
+
+    def scan(self, chunk: bytes, histograms: Sequence[HistogramSpec]) -> Scanned | None:
+        """Every line of `chunk` (complete lines) holding the marker, if all are of this shape."""
+        specs = tuple(
+            (self.captured.index(h.value),
+             NO_KEY if h.key is None else self.captured.index(h.key), h.bounds)
+            for h in histograms
+        )
+        found = _scan.scan(
+            chunk, MARKERS[self.kind], self.guard, self.behind, self.program, specs)
+        return None if found is None else Scanned(*found)
+
+
+def _number_op(raw: bytes) -> Op:
+    if _INTEGER.fullmatch(raw):
+        return Op.INTEGER
+    if _DECIMAL.fullmatch(raw):
+        return Op.DECIMAL
+    # float() reads more ("1e5", "1_000", "+5"); SGLang prints none of them.
+    raise ValueError(f"a number printed as {raw!r}: left to the reference parser")
+
+
+def _merge_literals(
+    program: list[tuple[Op, bytes | int | None]],
+) -> tuple[tuple[int, bytes | int | None], ...]:
+    merged: list[tuple[int, bytes | int | None]] = []
+    for op, arg in program:
+        if op is Op.LITERAL:
+            assert isinstance(arg, bytes)
+            if not arg:
+                continue
+            if merged and merged[-1][0] == Op.LITERAL:
+                previous = merged.pop()[1]
+                assert isinstance(previous, bytes)
+                arg = previous + arg
+        merged.append((int(op), arg))
+    return tuple(merged)
