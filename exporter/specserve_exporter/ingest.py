@@ -33,6 +33,8 @@ _THROUGHPUT = HistogramSpec(b"gen throughput (token/s)", b"#running-req", THROUG
 _ACCEPT_LENGTH = HistogramSpec(b"accept len", None, ACCEPT_LENGTH_BUCKETS)
 _NEW_TOKENS = HistogramSpec(b"#new-token", None, ())
 _CACHED_TOKENS = HistogramSpec(b"#cached-token", None, ())
+_DECODE_HISTOGRAMS = (_THROUGHPUT, _ACCEPT_LENGTH)
+_PREFILL_HISTOGRAMS = (_NEW_TOKENS, _CACHED_TOKENS)  # sums only: no bounds
 
 
 class Ingestor:
@@ -114,7 +116,7 @@ class Ingestor:
             if not shape.bracketed and b"] " + marker in chunk:
                 return False  # a custom-prefix shape must not swallow default-format lines
             wanted = _DECODE_HISTOGRAMS if kind is Kind.DECODE else _PREFILL_HISTOGRAMS
-            scanned = shape.scan(chunk, [h for h in wanted if shape.has(h.value)])
+            scanned = shape.scan(chunk, wanted)
             if scanned is None:
                 return False  # a line holding the marker is not of this shape
             found[kind] = (shape, scanned)
@@ -127,30 +129,25 @@ class Ingestor:
             assert isinstance(last, StatsLine)  # it matched the shape, so it parses
             state.parsed[kind] += scanned.lines
             state.unknown_fields += shape.unknown_fields * scanned.lines
-            sums = iter(scanned.histograms)
+            sums = scanned.histograms
             if kind is Kind.DECODE:
-                for running, (counts, total) in next(sums).items():
+                for running, (counts, total) in sums[_THROUGHPUT.value].items():
                     label = self._buckets.get(running)
                     if label is None:
                         label = self._buckets[running] = concurrency_bucket(running)
                     _add(state.throughput_histogram(ranks, label), counts, total)
-                if shape.has(_ACCEPT_LENGTH.value):
-                    for counts, total in next(sums).values():
-                        _add(state.decode_series(ranks).accept_length, counts, total)
+                for counts, total in sums.get(_ACCEPT_LENGTH.value, {}).values():
+                    _add(state.decode_series(ranks).accept_length, counts, total)
                 state.set_last(last, state.decode_series(ranks), now)
             else:
                 series = state.prefill_series(ranks)
-                series.new_tokens += sum(total for _, total in next(sums).values())
-                if shape.has(_CACHED_TOKENS.value):
-                    series.cached_tokens += sum(total for _, total in next(sums).values())
+                series.new_tokens += sum(total for _, total in sums[_NEW_TOKENS.value].values())
+                series.cached_tokens += sum(
+                    total for _, total in sums.get(_CACHED_TOKENS.value, {}).values())
                 if "input_throughput" in last.values:
                     series.last_input_throughput = last.values["input_throughput"]
         state.lines_ignored += n_lines - n_stats
         return True
-
-
-_DECODE_HISTOGRAMS = (_THROUGHPUT, _ACCEPT_LENGTH)
-_PREFILL_HISTOGRAMS = (_NEW_TOKENS, _CACHED_TOKENS)
 
 
 def _add(hist: Histogram, counts: list[int], total: float) -> None:

@@ -55,7 +55,8 @@ CAPTURED: dict[Kind, tuple[bytes, ...]] = {
     Kind.DECODE: (b"#running-req", b"accept len", b"gen throughput (token/s)"),
     Kind.PREFILL: (b"#new-token", b"#cached-token"),
 }
-NO_KEY = -1
+# A slot index meaning none: a number only checked, a histogram over all lines (no key).
+NO_SLOT = -1
 
 _TP_RANK = re.compile(rb" TP\d+$")
 _HEAD = {
@@ -78,11 +79,14 @@ class HistogramSpec:
     bounds: tuple[float, ...]
 
 
+# Per key (0 when unkeyed): the count in each bucket, +Inf last, and the sum.
+Sums = dict[int, tuple[list[int], float]]
+
+
 @dataclass(frozen=True)
 class Scanned:
     lines: int
-    # Per requested histogram: {key: (count per bucket with +Inf last, sum)}; key 0 when unkeyed.
-    histograms: list[dict[int, tuple[list[int], float]]]
+    histograms: dict[bytes, Sums]  # by HistogramSpec.value
 
 
 class Shape:
@@ -130,13 +134,12 @@ class Shape:
                 continue
             program.append((Op.LITERAL, name + b": "))
             if name in CAPTURED[kind] or FIELD_NAMES.get(name) in EXPORTED_FIELDS:
-                percent = raw.endswith(b"%")
-                slot = len(captured) if name in CAPTURED[kind] else None
-                if slot is not None:
+                slot = NO_SLOT  # an exported value of the last line only: checked, not read
+                if name in CAPTURED[kind]:
+                    slot = len(captured)
                     captured.append(name)
-                program.append((_number_op(raw[:-1] if percent else raw), NO_KEY if slot is None
-                                else slot))
-                if percent:
+                program.append((_number_op(raw.removesuffix(b"%")), slot))
+                if raw.endswith(b"%"):
                     program.append((Op.LITERAL, b"%"))
             elif name in GRAPH_LABELS:
                 program.append((Op.BOOLEAN, None))
@@ -164,15 +167,20 @@ class Shape:
         return name in self.captured
 
     def scan(self, chunk: bytes, histograms: Sequence[HistogramSpec]) -> Scanned | None:
-        """Every line of `chunk` (complete lines) holding the marker, if all are of this shape."""
+        """Every line of `chunk` (complete lines) holding the marker, if all are of this shape;
+        the histograms of those `histograms` whose values the shape has."""
+        wanted = [h for h in histograms if self.has(h.value)]
         specs = tuple(
             (self.captured.index(h.value),
-             NO_KEY if h.key is None else self.captured.index(h.key), h.bounds)
-            for h in histograms
+             NO_SLOT if h.key is None else self.captured.index(h.key), h.bounds)
+            for h in wanted
         )
         found = _scan.scan(
             chunk, MARKERS[self.kind], self.guard, self.behind, self.program, specs)
-        return None if found is None else Scanned(*found)
+        if found is None:
+            return None
+        lines, sums = found
+        return Scanned(lines, {h.value: s for h, s in zip(wanted, sums, strict=True)})
 
 
 def _number_op(raw: bytes) -> Op:

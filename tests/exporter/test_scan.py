@@ -17,12 +17,21 @@ from hypothesis import strategies as st
 
 from specserve_exporter import _scan
 from specserve_exporter.parser import Kind, StatsLine, parse_line
-from specserve_exporter.shape import MARKERS, NO_KEY, HistogramSpec, Op, Scanned, Shape
+from specserve_exporter.shape import (
+    MARKERS,
+    NO_SLOT,
+    HistogramSpec,
+    Op,
+    Scanned,
+    Shape,
+    Sums,
+)
 
 from .test_ingest import _mutate, assert_same, decode_line
 from .test_parser import DECODE_VARIANTS, PREFILL_VARIANTS, SEED_LINE
 
 BOUNDS = (1.0, 2.0, 2.5, 100.0, 1000.0)
+THROUGHPUT = b"gen throughput (token/s)"
 _OP_REGEX = {
     Op.INTEGER: rb"(\d++)",
     Op.DECIMAL: rb"(\d++\.\d++)",
@@ -63,7 +72,7 @@ def oracle_regex(shape: Shape) -> tuple[re.Pattern[bytes], list[int]]:
 
 def oracle_scan(shape: Shape, chunk: bytes, specs: list[HistogramSpec]) -> Scanned | None:
     regex, slots = oracle_regex(shape)
-    histograms: list[dict[int, tuple[list[int], float]]] = [{} for _ in specs]
+    histograms: dict[bytes, Sums] = {spec.value: {} for spec in specs}
     lines = 0
     for match in regex.finditer(chunk):
         if match.group(match.re.groups) is None:  # the empty alternative: not of the shape
@@ -72,7 +81,8 @@ def oracle_scan(shape: Shape, chunk: bytes, specs: list[HistogramSpec]) -> Scann
         for group, slot in enumerate(slots, start=1):
             if slot >= 0:
                 values[slot] = float(match.group(group))
-        for spec, out in zip(specs, histograms, strict=True):
+        for spec in specs:
+            out = histograms[spec.value]
             value = values[shape.captured.index(spec.value)]
             key_value = 0.0 if spec.key is None else values[shape.captured.index(spec.key)]
             if key_value >= 2**53:
@@ -88,7 +98,7 @@ def oracle_scan(shape: Shape, chunk: bytes, specs: list[HistogramSpec]) -> Scann
 
 def specs_for(shape: Shape) -> list[HistogramSpec]:
     if shape.kind is Kind.DECODE:
-        specs = [HistogramSpec(b"gen throughput (token/s)", b"#running-req", BOUNDS)]
+        specs = [HistogramSpec(THROUGHPUT, b"#running-req", BOUNDS)]
         if shape.has(b"accept len"):
             specs.append(HistogramSpec(b"accept len", None, BOUNDS))
         return specs
@@ -153,9 +163,9 @@ def test_numbers_convert_exactly_as_float_does(integer: str, fraction: str) -> N
     shape = shape_of(SEED_LINE)
     text = f"{integer}.{fraction}".encode()
     chunk = SEED_LINE.replace(b"66.89", text) + b"\n"
-    found = shape.scan(chunk, [HistogramSpec(b"gen throughput (token/s)", None, ())])
+    found = shape.scan(chunk, [HistogramSpec(THROUGHPUT, None, ())])
     assert found is not None
-    assert found.histograms[0][0][1] == float(text)
+    assert found.histograms[THROUGHPUT] == {0: ([1], float(text))}
 
 
 def test_a_number_too_long_for_the_scanner_sends_the_chunk_to_the_reference_parser() -> None:
@@ -173,13 +183,13 @@ def test_many_distinct_keys_are_each_counted() -> None:
     found = assert_agrees(shape, b"\n".join(lines) + b"\n")
     assert found is not None
     running = {int(re.search(rb"#running-req: (\d+)", line).group(1)) for line in lines}
-    assert set(found.histograms[0]) == running and len(running) > 30
+    assert set(found.histograms[THROUGHPUT]) == running and len(running) > 30
 
 
 def test_a_key_beyond_exact_integers_sends_the_chunk_to_the_reference_parser() -> None:
     shape = shape_of(SEED_LINE)
     chunk = SEED_LINE.replace(b"#running-req: 1,", b"#running-req: 99999999999999999999,") + b"\n"
-    spec = HistogramSpec(b"gen throughput (token/s)", b"#running-req", BOUNDS)
+    spec = HistogramSpec(THROUGHPUT, b"#running-req", BOUNDS)
     assert shape.scan(chunk, [spec]) is None
 
 
@@ -198,7 +208,7 @@ def test_bad_programs_are_refused_with_a_message() -> None:
     with pytest.raises(ValueError, match="slot out of range"):
         _scan.scan(b"x\n", b"x", b"", b"", ((int(Op.INTEGER), 99),), ())
     with pytest.raises(ValueError, match="histogram slot"):
-        _scan.scan(b"x\n", b"x", b"", b"", ((int(Op.INTEGER), 0),), ((3, NO_KEY, ()),))
+        _scan.scan(b"x\n", b"x", b"", b"", ((int(Op.INTEGER), 0),), ((3, NO_SLOT, ()),))
     with pytest.raises(ValueError, match="empty marker"):
         _scan.scan(b"x\n", b"", b"", b"", (), ())
     with pytest.raises(TypeError):
