@@ -34,6 +34,12 @@ class Histogram:
         self.counts[bisect_left(self.bounds, value)] += 1
         self.sum += value
 
+    def merge(self, counts: Sequence[int], total: float) -> None:
+        """Add counts made elsewhere over the same bounds (+Inf last) and their sum."""
+        for index, count in enumerate(counts):
+            self.counts[index] += count
+        self.sum += total
+
     @property
     def count(self) -> int:
         return sum(self.counts)

@@ -15,7 +15,7 @@ import time
 
 from specserve.buckets import concurrency_bucket
 
-from .histogram import ACCEPT_LENGTH_BUCKETS, THROUGHPUT_BUCKETS, Histogram
+from .histogram import ACCEPT_LENGTH_BUCKETS, THROUGHPUT_BUCKETS
 from .parser import (
     MAX_LINE_BYTES,
     Kind,
@@ -135,9 +135,9 @@ class Ingestor:
                     label = self._buckets.get(running)
                     if label is None:
                         label = self._buckets[running] = concurrency_bucket(running)
-                    _add(state.throughput_histogram(ranks, label), counts, total)
+                    state.throughput_histogram(ranks, label).merge(counts, total)
                 for counts, total in sums.get(_ACCEPT_LENGTH.value, {}).values():
-                    _add(state.decode_series(ranks).accept_length, counts, total)
+                    state.decode_series(ranks).accept_length.merge(counts, total)
                 state.set_last(last, state.decode_series(ranks), now)
             else:
                 series = state.prefill_series(ranks)
@@ -148,12 +148,6 @@ class Ingestor:
                     series.last_input_throughput = last.values["input_throughput"]
         state.lines_ignored += n_lines - n_stats
         return True
-
-
-def _add(hist: Histogram, counts: list[int], total: float) -> None:
-    for index, count in enumerate(counts):
-        hist.counts[index] += count
-    hist.sum += total
 
 
 def _last_line_containing(chunk: bytes, marker: bytes) -> bytes:

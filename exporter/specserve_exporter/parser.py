@@ -113,7 +113,8 @@ REQUIRED: dict[Kind, tuple[str, ...]] = {
 }
 
 # After "Decode batch"/"Prefill batch": optional iteration counter "[1234]", "." or ",", a space.
-_HEAD_TAIL = re.compile(rb"(?: ?\[\d+\])?[.,]? ")
+# The groups (counter, separator) are what a learned shape (shape.py) repeats.
+HEAD_TAIL = re.compile(rb"( ?\[\d+\])?([.,]?) ")
 # The prefix SGLang's default format puts before the message: "[time ranks] ".
 _PREFIX = re.compile(rb"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?((?: [A-Z_]+\d+)*)\] $")
 _RANK = re.compile(rb"([A-Z_]+?)(\d+)")
@@ -167,7 +168,7 @@ def parse_line(line: bytes) -> StatsLine | Rejected | None:
     line = line.rstrip(b"\r\n")
     if len(line) > MAX_LINE_BYTES:
         return Rejected(Reason.TOO_LONG, line[:200])
-    head = _HEAD_TAIL.match(line, end)
+    head = HEAD_TAIL.match(line, end)
     if head is None:
         return Rejected(Reason.MALFORMED, line)
     if not line.isascii():

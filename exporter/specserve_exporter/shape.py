@@ -25,6 +25,7 @@ from .parser import (
     EXPORTED_FIELDS,
     FIELD_NAMES,
     GRAPH_LABELS,
+    HEAD_TAIL,
     PREFILL_MARKER,
     Kind,
     StatsLine,
@@ -59,10 +60,6 @@ CAPTURED: dict[Kind, tuple[bytes, ...]] = {
 NO_SLOT = -1
 
 _TP_RANK = re.compile(rb" TP\d+$")
-_HEAD = {
-    kind: re.compile(re.escape(marker) + rb"( ?\[\d+\])?([.,]?) ")
-    for kind, marker in MARKERS.items()
-}
 # The form a number was printed in. Stricter than the reference parser on purpose: SGLang prints
 # each field in one fixed format, and a line printed in another form is not lost, it only sends
 # its chunk through the reference parser.
@@ -90,7 +87,7 @@ class Scanned:
 
 
 class Shape:
-    __slots__ = ("behind", "bracketed", "captured", "guard", "kind", "program", "unknown_fields")
+    __slots__ = ("behind", "captured", "guard", "kind", "program", "unknown_fields")
 
     def __init__(self, kind: Kind, line: bytes, parsed: StatsLine) -> None:
         """Learn the shape of `line`, which the reference parser read as `parsed`.
@@ -98,16 +95,18 @@ class Shape:
         ValueError when the line cannot be a shape: several rank words, no required value.
         """
         self.kind = kind
-        head = _HEAD[kind].search(line)
+        # Where the reference parser found the head: the first marker of the line.
+        start = line.find(MARKERS[kind])
+        head = HEAD_TAIL.match(line, start + len(MARKERS[kind])) if start >= 0 else None
         if head is None:
             raise ValueError("no stats-line head")
-        prefix = line[: head.start()]
-        self.bracketed = prefix.endswith(b"] ")
+        prefix = line[:start]
+        bracketed = prefix.endswith(b"] ")
         # Rank part: the text between the timestamp and "] " (" TP0"), or nothing.
-        inner = prefix[:-2] if self.bracketed else b""
+        inner = prefix[:-2] if bracketed else b""
         tail = inner[inner.rfind(b" "):] if inner else b""
         rank_tail = tail if _TP_RANK.match(tail) else b""
-        if self.bracketed:
+        if bracketed:
             # The rank part and the 3 bytes before it, the timestamp's tail (":14", "123"), so
             # " DP1 TP0] Decode" never passes for " TP0]".
             self.guard = inner[: len(inner) - len(rank_tail)][-3:]
@@ -162,6 +161,11 @@ class Shape:
 
     def _key(self) -> tuple[object, ...]:
         return (self.kind, self.guard, self.behind, self.program)
+
+    @property
+    def bracketed(self) -> bool:
+        """Lines of SGLang's default format: "[time ranks] " before the marker."""
+        return bool(self.behind)
 
     def has(self, name: bytes) -> bool:
         return name in self.captured
