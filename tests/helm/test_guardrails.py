@@ -97,6 +97,22 @@ GUARDRAILS = [
         "server.strategy.rollingUpdate.maxSurge is 1: a surge pod needs a whole free GPU node",
     ),
     (["--set", "podMonitor.enabled=true"], "would scrape every pod twice"),
+    # SGLang answers /health(_generate) with 503 only after 20 s: a 10 s probe fails a busy server.
+    (
+        ["--set", "server.probes.liveness.path=/health"],
+        "server.probes.liveness: /health runs a one-token generation in SGLang and answers 503 "
+        "only after 20 s (SGLANG_HEALTH_CHECK_TIMEOUT), but timeoutSeconds is 10",
+    ),
+    (
+        ["--set", "server.probes.readiness.timeoutSeconds=20"],
+        "server.probes.readiness: /health_generate runs a one-token generation in SGLang and "
+        "answers 503 only after 20 s (SGLANG_HEALTH_CHECK_TIMEOUT), but timeoutSeconds is 20",
+    ),
+    (
+        ["--set-string", "profileOverrides.env.SGLANG_HEALTH_CHECK_TIMEOUT=40"],
+        "server.probes.startup: /health_generate runs a one-token generation in SGLang and "
+        "answers 503 only after 40 s",
+    ),
     (["--set", "model.existingClaim.claimName="], "model.existingClaim.claimName is empty"),
 ]
 
@@ -118,6 +134,15 @@ def test_exporter_needs_the_log_file(tools: Path, tmp_path: Path) -> None:
         tools, "--values", str(_profile_file(tmp_path, values)), "--set", "exporter.enabled=false"
     )
     assert ok.returncode == 0, ok.stderr
+
+
+def test_cheap_health_is_accepted_for_liveness_when_the_profile_turns_generation_off(
+    tools: Path,
+) -> None:
+    """With SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION false, SGLang's /health answers at once."""
+    cheap = "profileOverrides.env.SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION=false"
+    result = template(tools, "--set", "server.probes.liveness.path=/health", "--set-string", cheap)
+    assert result.returncode == 0, result.stderr
 
 
 def test_rolling_update_without_surge_is_accepted(tools: Path) -> None:

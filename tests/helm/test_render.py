@@ -86,14 +86,33 @@ def test_default_strategy_is_recreate_and_probes_budget_an_hour(
     render = rendered["kimi-default"]
     assert render.one("Deployment", "specserve")["spec"]["strategy"] == {"type": "Recreate"}
     sglang = _container(render, "sglang")
-    startup, ready, live = sglang["startupProbe"], sglang["readinessProbe"], sglang["livenessProbe"]
+    startup, ready = sglang["startupProbe"], sglang["readinessProbe"]
     assert startup["httpGet"]["path"] == ready["httpGet"]["path"] == "/health_generate"
-    assert live["httpGet"]["path"] == "/health"
     budget = startup["initialDelaySeconds"] + startup["periodSeconds"] * startup["failureThreshold"]
     assert budget == 3600
     assert ready["timeoutSeconds"] == 60
     assert sglang["lifecycle"]["preStop"] == {"sleep": {"seconds": 15}}
     assert _pod(render)["terminationGracePeriodSeconds"] == 300
+
+
+# SGLang's /health_generate answers 503 only after SGLANG_HEALTH_CHECK_TIMEOUT (20 s by default,
+# entrypoints/http_server.py in 0.5.21 and 0.5.23); by default /health is the same handler.
+SGLANG_HEALTH_CHECK_TIMEOUT_S = 20
+GENERATING_PATHS = ("/health", "/health_generate")
+
+
+@pytest.mark.parametrize("name", MATRIX)
+def test_probes_ask_sglang_the_right_question(rendered: dict[str, Rendered], name: str) -> None:
+    """Liveness asks "is it up" (/ready, generates nothing): a liveness probe on /health with a
+    10 s timeout restarts a busy, healthy server. Every probe that makes SGLang generate waits
+    longer than SGLang itself does before it calls the server dead."""
+    sglang = _container(rendered[name], "sglang")
+    assert sglang["livenessProbe"]["httpGet"]["path"] == "/ready"
+    assert sglang["readinessProbe"]["httpGet"]["path"] == "/health_generate"
+    for kind in ("startupProbe", "readinessProbe", "livenessProbe"):
+        probe = sglang[kind]
+        if probe["httpGet"]["path"] in GENERATING_PATHS:
+            assert probe["timeoutSeconds"] > SGLANG_HEALTH_CHECK_TIMEOUT_S, (kind, probe)
 
 
 def test_shm_logs_secret_and_profile_volumes(rendered: dict[str, Rendered]) -> None:

@@ -182,6 +182,21 @@ Every guardrail the schema cannot express, with the field, the problem and the f
 {{- if and .Values.serviceMonitor.enabled .Values.podMonitor.enabled }}
 {{- fail "serviceMonitor.enabled and podMonitor.enabled would scrape every pod twice (duplicate series). Fix: enable one of them" }}
 {{- end }}
+{{- /* SGLang's /health_generate (and /health: the same handler unless the profile sets
+SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION false) queues a one-token generation and answers 503 only
+after SGLANG_HEALTH_CHECK_TIMEOUT, 20 s by default (entrypoints/http_server.py): a probe that
+gives up sooner fails a busy, healthy server. */}}
+{{- $penv := $p.env | default dict }}
+{{- $hcTimeout := int (toString (get $penv "SGLANG_HEALTH_CHECK_TIMEOUT") | default "20") }}
+{{- $healthGenerates := not (has (lower (toString (get $penv "SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION"))) (list "false" "0" "no" "n")) }}
+{{- range $name := list "startup" "readiness" "liveness" }}
+{{- $probe := get $.Values.server.probes $name }}
+{{- if or (eq $probe.path "/health_generate") (and $healthGenerates (eq $probe.path "/health")) }}
+{{- if le (int $probe.timeoutSeconds) $hcTimeout }}
+{{- fail (printf "server.probes.%s: %s runs a one-token generation in SGLang and answers 503 only after %d s (SGLANG_HEALTH_CHECK_TIMEOUT), but timeoutSeconds is %d: a busy, healthy server would fail the probe. Fix: timeoutSeconds above %d (e.g. %d)%s" $name $probe.path $hcTimeout (int $probe.timeoutSeconds) $hcTimeout (add $hcTimeout 10) (ternary "; or, for liveness, path: /ready (answers at once, generates nothing)" "" (eq $name "liveness"))) }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- end }}
 
 {{/* The model volume (pod spec `volumes` entry), named "model". */}}
