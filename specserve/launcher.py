@@ -2,7 +2,9 @@
 
 Validates the profile, prints the rendered command (API key redacted), then execs the server so
 it keeps this PID and receives the container's signals directly. With `logging.file` set, a
-forked tee child copies the output to stdout and a size-rotated file first.
+forked tee child copies the output to stdout and a size-rotated file first; with a secret to
+inject (the API key), the tee runs even without a file, because SGLang logs its arguments, key
+included, and the tee replaces every secret it knows by value before anything is copied.
 """
 
 from __future__ import annotations
@@ -19,10 +21,45 @@ from specserve.profile.loader import ProfileError, load_profile
 from specserve.profile.logtee import start_tee
 from specserve.profile.render import SecretError, argv_with_secret, format_shell, render
 from specserve.profile.report import format_text
+from specserve.secrets import secret_problem
 
 DEFAULT_PROFILE = "/etc/specserve/profile.yaml"
 PROFILE_ENV = "SPECSERVE_PROFILE"
 EXIT_ERRORS, EXIT_USAGE = 1, 2
+# SGLang flags whose value is a secret (sglang/srt/arg_groups/fields/serving.py): a value given
+# through server.extra_args is redacted like the profile's own API key.
+SECRET_FLAGS = ("--api-key", "--admin-api-key", "--ssl-keyfile-password")
+# Tokens the server's environment may carry (a Hugging Face token for gated downloads).
+SECRET_ENV = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
+
+
+def injected_secrets(exec_argv: Sequence[str], environ: dict[str, str]) -> dict[str, str]:
+    """Every secret handed to the server, by where it comes from: the values of SECRET_FLAGS
+    in argv (the resolved server.api_key among them) and SECRET_ENV variables.
+
+    A new profile field carrying a secret renders into one of these flags or variables, or is
+    added here; the tee redacts exactly this list. Raises SecretError for a secret the tee
+    could not redact safely.
+    """
+    found: dict[str, str] = {}
+    for i, arg in enumerate(exec_argv):
+        flag, eq, inline = arg.partition("=")
+        if flag not in SECRET_FLAGS:
+            continue
+        value = inline if eq else (exec_argv[i + 1] if i + 1 < len(exec_argv) else "")
+        where = "server.api_key" if flag == "--api-key" else f"server.extra_args {flag}"
+        found[where] = value
+    for name in SECRET_ENV:
+        if environ.get(name):
+            found[f"environment variable {name}"] = environ[name]
+    for where, value in found.items():
+        problem = secret_problem(value)
+        if problem is not None:
+            raise SecretError(
+                f"{where}: the secret {problem}. Fix: use one line of at least 8 characters "
+                "(e.g. `openssl rand -hex 32` for an API key)"
+            )
+    return found
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -73,11 +110,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write(f"specserve-launch: {exc}\n")
         return EXIT_ERRORS
     environ.update(rendered.env)
+    try:
+        secrets = tuple(injected_secrets(exec_argv, environ).values())
+    except SecretError as exc:
+        sys.stderr.write(f"specserve-launch: {exc}\n")
+        return EXIT_ERRORS
     log = profile.logging
     sys.stderr.flush()
     sys.stdout.flush()
-    if log.file:
-        start_tee(Path(log.file), log.max_bytes, log.backup_count)
+    if log.file or secrets:
+        start_tee(Path(log.file) if log.file else None, log.max_bytes, log.backup_count, secrets)
     try:
         os.execvpe(exec_argv[0], exec_argv, environ)
     except OSError as exc:

@@ -27,6 +27,8 @@ FAKE_SERVER = textwrap.dedent(
     signal.signal(signal.SIGTERM, on_term)
     print(f"fake: pid {os.getpid()}", flush=True)
     print("fake: argv " + " ".join(sys.argv[1:]), flush=True)
+    with open(marker + ".argv", "w") as fh:
+        fh.write(" ".join(sys.argv[1:]))
     print("fake: nccl " + os.environ.get("NCCL_PROTO", "-"), flush=True)
     time.sleep(20)
     """
@@ -85,11 +87,13 @@ def _stop(proc: subprocess.Popen[str]) -> None:
 
 
 def test_execs_in_place_and_forwards_sigterm(tmp_path):
-    proc = _launch(_profile(tmp_path, api_key={"env": "FAKE_KEY"}), {"FAKE_KEY": "k-123"})
+    proc = _launch(_profile(tmp_path, api_key={"env": "FAKE_KEY"}), {"FAKE_KEY": "k-123-4567"})
     try:
         lines = _read_until(proc, "fake: nccl")
         assert lines[0] == f"fake: pid {proc.pid}"  # exec kept the launcher's PID
-        assert "--api-key k-123" in lines[1]  # secret resolved at exec time
+        # The server gets the key (resolved at exec time); its output shows only the marker.
+        assert "--api-key <redacted>" in lines[1]
+        assert "--api-key k-123-4567" in (tmp_path / "marker.argv").read_text()
         assert lines[2] == "fake: nccl Simple"
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=10)
@@ -98,7 +102,7 @@ def test_execs_in_place_and_forwards_sigterm(tmp_path):
     assert proc.returncode == 0
     assert (tmp_path / "marker").read_text() == "SIGTERM\n"
     assert "fake: got SIGTERM" in out
-    assert "k-123" not in err  # the printed command shows only the reference
+    assert "k-123-4567" not in err + out  # the printed command shows only the reference
     assert '--api-key "$FAKE_KEY"' in err
 
 

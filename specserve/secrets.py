@@ -1,0 +1,156 @@
+"""Redact known secret values (API key, tokens, passwords) by value, in every form they take.
+
+Field-name redaction misses a secret that travels inside another value: SGLang logs its
+resolved arguments as a dict repr (`server_args={... 'api_key': 'KEY' ...}`) and answers
+`/server_info` with `launch_command`, the argv joined by spaces. So everything that copies
+server output (the launcher's tee, bench, the Helm test) redacts the secret's *value*, in each
+form a value takes when quoted or escaped: raw, Python repr, JSON (ASCII and UTF-8), JSON of
+JSON (a log shipper's record of a JSON line), shell quoting.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from collections.abc import Iterable
+from typing import Any
+
+MARKER = "<redacted>"
+MIN_LENGTH = 8
+# At end of stream a held-back tail that is this long a prefix of a secret is masked, not
+# emitted: shorter prefixes are indistinguishable from ordinary text.
+MIN_MASKED_PREFIX = 4
+
+
+def secret_problem(value: str) -> str | None:
+    """Why `value` cannot be used as a secret, or None when it can.
+
+    A secret shorter than MIN_LENGTH would be redacted out of ordinary text; a line break
+    would split it across log lines, where no line-based reader could redact it.
+    """
+    if "\n" in value or "\r" in value:
+        return "contains a line break"
+    if len(value) < MIN_LENGTH:
+        return (
+            f"is {len(value)} characters long; a secret shorter than {MIN_LENGTH} cannot be "
+            "redacted from logs without mangling ordinary text"
+        )
+    return None
+
+
+def secret_forms(value: str) -> tuple[str, ...]:
+    """Every spelling of `value` that an output may carry, longest first, without quotes.
+
+    The quoted forms ('key', "key") contain these, so replacing these covers them.
+    """
+    as_json = json.dumps(value)[1:-1]
+    as_repr = repr(value)[1:-1]
+    forms = {
+        value,
+        as_repr,
+        as_json,
+        json.dumps(value, ensure_ascii=False)[1:-1],
+        json.dumps(as_json)[1:-1],
+        json.dumps(as_repr)[1:-1],
+        shlex.quote(value),
+    }
+    forms.discard("")
+    return tuple(sorted(forms, key=lambda f: (-len(f), f)))
+
+
+class Redactor:
+    """Replaces every form of every known secret with MARKER, in text, bytes or JSON values."""
+
+    def __init__(self, secrets: Iterable[str | None], marker: str = MARKER) -> None:
+        values = sorted({s for s in secrets if s})
+        self.marker = marker
+        self.forms = tuple(
+            sorted({f for v in values for f in secret_forms(v)}, key=lambda f: (-len(f), f))
+        )
+        self.byte_forms = tuple(f.encode("utf-8") for f in self.forms)
+        # Alternatives longest first: the regex takes the first alternative that matches.
+        self._text = re.compile("|".join(map(re.escape, self.forms))) if self.forms else None
+        self._bytes = re.compile(b"|".join(map(re.escape, self.byte_forms))) if self.forms else None
+        self.marker_bytes = marker.encode("utf-8")
+        self.longest = max((len(f) for f in self.byte_forms), default=0)
+
+    def __bool__(self) -> bool:
+        return bool(self.forms)
+
+    def redact_text(self, text: str) -> str:
+        if self._text is None or not any(f in text for f in self.forms):
+            return text
+        return self._text.sub(self.marker.replace("\\", "\\\\"), text)
+
+    def redact_bytes(self, data: bytes) -> bytes:
+        if self._bytes is None or not any(f in data for f in self.byte_forms):
+            return data
+        marker = self.marker_bytes
+        return self._bytes.sub(lambda _: marker, data)
+
+    def redact_value(self, obj: Any) -> Any:
+        """A deep copy of a JSON-like value with every string (keys included) redacted."""
+        if isinstance(obj, str):
+            return self.redact_text(obj)
+        if isinstance(obj, dict):
+            return {self.redact_value(k): self.redact_value(v) for k, v in obj.items()}
+        if isinstance(obj, list | tuple):
+            return type(obj)(self.redact_value(v) for v in obj)
+        return obj
+
+    def stream(self) -> StreamRedactor:
+        return StreamRedactor(self)
+
+
+class StreamRedactor:
+    """Redacts a byte stream that arrives in arbitrary pieces (pipe reads).
+
+    A secret may be split across two reads, so the end of a piece that could be the start of a
+    secret is held back until the next piece decides. Only the unfinished last line can be
+    held (secrets hold no line break), and only as many bytes as the longest form minus one:
+    a complete line is never delayed.
+    """
+
+    def __init__(self, redactor: Redactor) -> None:
+        self._redactor = redactor
+        self._held = b""
+        self._prefix = _prefix_pattern(redactor.byte_forms)
+
+    def feed(self, data: bytes) -> bytes:
+        """The part of everything fed so far that is safe and final; the rest stays held."""
+        buffer = self._held + data if self._held else data
+        if self._prefix is None:
+            return buffer
+        out = self._redactor.redact_bytes(buffer)
+        start = max(len(out) - (self._redactor.longest - 1), out.rfind(b"\n") + 1, 0)
+        match = self._prefix.search(out, start)
+        if match is None:
+            self._held = b""
+            return out
+        self._held = out[match.start() :]
+        return out[: match.start()]
+
+    def close(self) -> bytes:
+        """End of stream: the held tail, masked when it is a long enough prefix of a secret."""
+        held, self._held = self._held, b""
+        if len(held) >= MIN_MASKED_PREFIX:
+            return self._redactor.marker_bytes
+        return held
+
+
+def _prefix_pattern(forms: tuple[bytes, ...]) -> re.Pattern[bytes] | None:
+    """Matches a non-empty proper prefix of any form that ends the subject.
+
+    Built as nested optional groups (f0(?:f1(?:f2)?)?)\\Z so one search from the first position
+    that might start a secret finds the longest such suffix (the leftmost match).
+    """
+    if not forms:
+        return None
+    alternatives = []
+    for form in forms:
+        pattern = b""
+        for byte in reversed(form[1:-1] if len(form) > 1 else b""):
+            pattern = b"(?:" + re.escape(bytes([byte])) + pattern + b")?"
+        alternatives.append(re.escape(form[:1]) + pattern)
+    return re.compile(b"(?:" + b"|".join(alternatives) + b")\\Z")
