@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from specserve.profile.model import ApiKeySecret, Profile
 from specserve.profile.nccl import preset_env
+from specserve.secrets import MIN_LENGTH, secret_problem
 
 API_KEY_FLAG = "--api-key"
 API_KEY_PLACEHOLDER = "<from secret>"
@@ -148,7 +149,7 @@ def resolve_secret(secret: ApiKeySecret, environ: dict[str, str]) -> str:
                 f"server.api_key: environment variable {secret.env} is unset or "
                 "empty; set it (e.g. from a Kubernetes Secret) before launch"
             )
-        return value
+        return _checked(value, f"environment variable {secret.env}")
     path = secret.file or ""
     try:
         with open(path, encoding="utf-8") as fh:
@@ -160,6 +161,17 @@ def resolve_secret(secret: ApiKeySecret, environ: dict[str, str]) -> str:
         ) from exc
     if not value:
         raise SecretError(f"server.api_key: secret file {path} is empty; put the key in it")
+    return _checked(value, f"secret file {path}")
+
+
+def _checked(value: str, source: str) -> str:
+    """Refuse a key the log tee could not redact safely (specserve.secrets.secret_problem)."""
+    problem = secret_problem(value)
+    if problem is not None:
+        raise SecretError(
+            f"server.api_key: the key in {source} {problem}. Fix: use one line of at least "
+            f"{MIN_LENGTH} characters, e.g. a random key from `openssl rand -hex 32`"
+        )
     return value
 
 
