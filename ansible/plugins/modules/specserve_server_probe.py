@@ -33,9 +33,10 @@ options:
     type: str
     required: true
   timeout:
-    description: Seconds for the HTTP request (/health_generate runs a real generation).
+    description: Seconds for the HTTP request (/health_generate runs a real generation and
+      answers 503 only after SGLang's own 20 s, so wait longer than that).
     type: float
-    default: 20
+    default: 30
   docker_cli:
     description: The docker client binary.
     type: str
@@ -91,7 +92,7 @@ def main() -> None:
         argument_spec={
             "container": {"type": "str", "required": True},
             "url": {"type": "str", "required": True},
-            "timeout": {"type": "float", "default": 20},
+            "timeout": {"type": "float", "default": 30},
             "docker_cli": {"type": "str", "default": "docker"},
         },
         supports_check_mode=True,
