@@ -77,7 +77,7 @@ def describe_http_error(url: str, status: int, body: str) -> str:
     if status == 503:
         return (
             f"{url} answered 503: the server is not ready (still warming up or shutting down); "
-            f"wait for /health to answer 200. {detail}"
+            f"wait for /health_generate to answer 200. {detail}"
         )
     if status >= 500:
         return f"{url} answered {status}: server error; check the server log. {detail}"
@@ -88,7 +88,8 @@ def describe_transport_error(url: str, exc: httpx.HTTPError) -> str:
     if isinstance(exc, httpx.ConnectError):
         return (
             f"cannot connect to {url}: {exc}; is the server running and listening there? "
-            f"(SGLang refuses connections while it loads weights: wait for /health to answer 200)"
+            "(SGLang refuses connections while it loads weights: wait for /health_generate to "
+            "answer 200)"
         )
     if isinstance(exc, httpx.TimeoutException):
         return f"{url}: timed out ({type(exc).__name__}); raise --request-timeout or lower load"

@@ -33,7 +33,7 @@ def redact(info: dict[str, Any]) -> dict[str, Any]:
 
 
 def speculative_params(info: dict[str, Any]) -> dict[str, Any] | None:
-    """The speculative settings from /get_server_info, None when the server does not speculate."""
+    """The speculative settings from /server_info, None when the server does not speculate."""
     algorithm = info.get("speculative_algorithm")
     if not algorithm:
         return None
@@ -56,19 +56,39 @@ def _get(client: httpx.Client, url: str) -> httpx.Response:
     return response
 
 
+# SGLang's name first; the deprecated /get_server_info alias (it logs a warning on every call)
+# only for a server too old to know the new name, i.e. one that answers 404.
+SERVER_INFO_PATHS = ("/server_info", "/get_server_info")
+
+
+def server_info(client: httpx.Client, base_url: str) -> dict[str, Any]:
+    """SGLang's /server_info, or /get_server_info where the server predates the new name."""
+    new, old = (f"{base_url}{path}" for path in SERVER_INFO_PATHS)
+    try:
+        response = client.get(new)
+    except httpx.HTTPError as exc:
+        raise ServerError(describe_transport_error(new, exc)) from None
+    url = new
+    if response.status_code == 404:
+        url, response = old, _get(client, old)
+    elif response.status_code != 200:
+        raise ServerError(describe_http_error(new, response.status_code, response.text))
+    try:
+        info = response.json()
+    except ValueError:
+        raise ServerError(f"{url} did not answer JSON") from None
+    if not isinstance(info, dict):
+        raise ServerError(f"{url} did not answer a JSON object")
+    return info
+
+
 def probe(client: httpx.Client, base_url: str, model: str | None) -> ServerFacts:
-    """Ask /v1/models (which needs the API key, so a bad key fails here) and /get_server_info."""
+    """Ask /v1/models (which needs the API key, so a bad key fails here) and /server_info."""
     models = _get(client, f"{base_url}/v1/models").json()
     served = [m.get("id") for m in models.get("data") or [] if isinstance(m, dict)]
     if model is None:
         if not served:
             raise ServerError(f"{base_url}/v1/models lists no model; pass --model NAME")
         model = str(served[0])
-    response = _get(client, f"{base_url}/get_server_info")
-    try:
-        info = response.json()
-    except ValueError:
-        raise ServerError(f"{base_url}/get_server_info did not answer JSON") from None
-    if not isinstance(info, dict):
-        raise ServerError(f"{base_url}/get_server_info did not answer a JSON object")
+    info = server_info(client, base_url)
     return ServerFacts(model=model, info=redact(info), speculative=speculative_params(info))

@@ -88,7 +88,7 @@ def _assert_verified_server(dep: Deployment, steps: int, draft: int) -> None:
     good = (dep.state_dir / "last-good" / "spec-hash").read_text().strip()
     assert info["Config"]["Labels"]["io.specserve.spec-hash"] == good
     assert http_status(f"http://127.0.0.1:{dep.server_port}/health_generate") == 200
-    served = json.loads(http_get(f"http://127.0.0.1:{dep.server_port}/get_server_info",
+    served = json.loads(http_get(f"http://127.0.0.1:{dep.server_port}/server_info",
                                  {"Authorization": "Bearer sk-test-4f1c2a9e7b"}))
     assert served["speculative_algorithm"] == "EAGLE3"
     assert (served["speculative_num_steps"], served["speculative_num_draft_tokens"]) == (
