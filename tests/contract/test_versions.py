@@ -54,3 +54,20 @@ def test_venv_packages_are_exact_pins_without_sglang() -> None:
     assert "sglang" not in names
     # What SGLang's CPU imports need at least (sglang/__init__ -> srt/utils/common.py).
     assert {"torch", "triton", "numpy", "msgspec", "pydantic"} <= set(names)
+
+
+def test_specserve_upstream_agrees_with_versions_yaml() -> None:
+    # specserve.upstream reads data/versions.json (the installed package has no versions.yaml);
+    # scripts/sglang/regenerate writes it from versions.yaml.
+    from specserve.upstream import PINNED_VERSION, VERIFIED_VERSIONS
+
+    assert SGLANG["pinned"] == PINNED_VERSION, "rerun scripts/sglang/regenerate"
+    assert list(VERIFIED_VERSIONS) == SGLANG["verified"], "rerun scripts/sglang/regenerate"
+
+
+def test_every_verified_version_has_committed_data() -> None:
+    data = ROOT / "specserve" / "upstream" / "data"
+    for version in SGLANG["verified"]:
+        assert (data / f"sglang-{version}.json").is_file(), (
+            f"no contract data for SGLang {version}: run scripts/sglang/regenerate {version}"
+        )

@@ -1,0 +1,103 @@
+"""Run code inside an SGLang venv (.sglang/<version>/) from the tests, JSON in and JSON out.
+
+Importing SGLang costs about a second, so callers batch: one subprocess handles many argvs.
+A missing venv FAILS the test (never skips) and names the command that creates it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPTS = ROOT / "scripts" / "sglang"
+SETUP_HINT = "run bash scripts/setup/sglang.sh"
+TIMEOUT_S = 300
+
+
+def venv_root() -> Path:
+    # The same override scripts/setup/sglang.sh reads.
+    return Path(os.environ.get("SPECSERVE_SGLANG_VENVS", ROOT / ".sglang"))
+
+
+def venv_python(version: str) -> Path:
+    python = venv_root() / version / "bin" / "python"
+    marker = venv_root() / version / ".specserve-packages"
+    if not python.is_file() or not marker.is_file():
+        pytest.fail(
+            f"the SGLang {version} venv is missing or incomplete ({python.parent.parent}); "
+            f"{SETUP_HINT}",
+            pytrace=False,
+        )
+    return python
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SGLANG_", "SPECSERVE_"))}
+    env["PYTHONUNBUFFERED"] = "1"
+    # SGLang prints nothing useful to stdout on import, but its warnings go to stderr.
+    return env
+
+
+def run_python(version: str, args: list[str], payload: Any) -> Any:
+    """Run `python <args>` in the venv with `payload` as JSON on stdin; return its JSON stdout."""
+    python = venv_python(version)
+    proc = subprocess.run(
+        [str(python), *args],
+        input=json.dumps(payload),
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=_env(),
+        timeout=TIMEOUT_S,
+        check=False,
+    )
+    if proc.returncode != 0:
+        pytest.fail(
+            f"SGLang {version}: {' '.join(args[:2])} exited {proc.returncode}:\n"
+            f"{proc.stderr[-4000:]}",
+            pytrace=False,
+        )
+    try:
+        return json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        pytest.fail(f"SGLang {version}: no JSON on stdout:\n{proc.stdout[-2000:]}", pytrace=False)
+
+
+def run_script(version: str, script: str, payload: Any = None) -> Any:
+    """One of scripts/sglang/*.py, e.g. run_script("0.5.21", "parse_argv.py", [[...]])."""
+    return run_python(version, [str(SCRIPTS / script)], payload)
+
+
+def run_snippet(version: str, code: str, payload: Any = None) -> Any:
+    """Python code that reads JSON from stdin and prints JSON (imports sglang itself)."""
+    return run_python(version, ["-c", code], payload)
+
+
+@cache
+def _parse(
+    version: str, argvs: tuple[tuple[str, ...], ...], fields: tuple[str, ...] | None, resolve: bool
+) -> tuple[dict[str, Any], ...]:
+    request: dict[str, Any] = {"argvs": [list(a) for a in argvs], "resolve": resolve}
+    if fields:
+        request["fields"] = list(fields)
+    results = run_script(version, "parse_argv.py", request)
+    assert len(results) == len(argvs), "parse_argv.py returned a result per argv"
+    return tuple(results)
+
+
+def parse_argvs(
+    version: str,
+    argvs: list[list[str]],
+    fields: list[str] | None = None,
+    resolve: bool = False,
+) -> list[dict[str, Any]]:
+    """SGLang's `prepare_server_args` on each argv, in one subprocess (cached per batch)."""
+    key = tuple(tuple(a) for a in argvs)
+    return list(_parse(version, key, tuple(fields) if fields else None, resolve))
