@@ -19,16 +19,19 @@ from specserve.profile.checks import CheckOptions, run_checks
 from specserve.profile.issues import errors
 from specserve.profile.loader import ProfileError, load_profile
 from specserve.profile.logtee import start_tee
-from specserve.profile.render import SecretError, argv_with_secret, format_shell, render
+from specserve.profile.render import (
+    API_KEY_FLAG,
+    SecretError,
+    argv_with_secret,
+    format_shell,
+    render,
+)
 from specserve.profile.report import format_text
-from specserve.secrets import secret_problem
+from specserve.secrets import SECRET_FLAGS, secret_problem
 
 DEFAULT_PROFILE = "/etc/specserve/profile.yaml"
 PROFILE_ENV = "SPECSERVE_PROFILE"
 EXIT_ERRORS, EXIT_USAGE = 1, 2
-# SGLang flags whose value is a secret (sglang/srt/arg_groups/fields/serving.py): a value given
-# through server.extra_args is redacted like the profile's own API key.
-SECRET_FLAGS = ("--api-key", "--admin-api-key", "--ssl-keyfile-password")
 # Tokens the server's environment may carry (a Hugging Face token for gated downloads).
 SECRET_ENV = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
 
@@ -47,7 +50,7 @@ def injected_secrets(exec_argv: Sequence[str], environ: dict[str, str]) -> dict[
         if flag not in SECRET_FLAGS:
             continue
         value = inline if eq else (exec_argv[i + 1] if i + 1 < len(exec_argv) else "")
-        where = "server.api_key" if flag == "--api-key" else f"server.extra_args {flag}"
+        where = "server.api_key" if flag == API_KEY_FLAG else f"server.extra_args {flag}"
         found[where] = value
     for name in SECRET_ENV:
         if environ.get(name):

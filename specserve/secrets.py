@@ -17,6 +17,10 @@ from collections.abc import Iterable
 from typing import Any
 
 MARKER = "<redacted>"
+# SGLang flags whose value is a secret (sglang/srt/arg_groups/fields/serving.py, both verified
+# versions), and the field names that hold them in /server_info and in the logged arguments.
+SECRET_FLAGS = ("--api-key", "--admin-api-key", "--ssl-keyfile-password")
+SECRET_FIELD = re.compile(r"(^|_)(api_key|key|secret|password|token)$", re.IGNORECASE)
 MIN_LENGTH = 8
 # At end of stream a held-back tail that is this long a prefix of a secret is masked, not
 # emitted: shorter prefixes are indistinguishable from ordinary text.
@@ -37,6 +41,35 @@ def secret_problem(value: str) -> str | None:
             "redacted from logs without mangling ordinary text"
         )
     return None
+
+
+def secrets_in_argv(words: Iterable[str]) -> list[str]:
+    """The values of SECRET_FLAGS in an argv (`--flag value` or `--flag=value`)."""
+    argv = list(words)
+    found = []
+    for i, word in enumerate(argv):
+        flag, eq, inline = word.partition("=")
+        if flag in SECRET_FLAGS:
+            value = inline if eq else (argv[i + 1] if i + 1 < len(argv) else "")
+            if value and value != MARKER:
+                found.append(value)
+    return found
+
+
+def secrets_in_server_info(info: dict[str, Any]) -> list[str]:
+    """Secret values a server-info document carries: fields named like a secret, and the values
+    of secret flags in `launch_command` (SGLang: the argv joined by spaces)."""
+    found = [
+        v
+        for k, v in info.items()
+        if isinstance(k, str) and SECRET_FIELD.search(k) and isinstance(v, str) and v
+    ]
+    command = info.get("launch_command")
+    if isinstance(command, str):
+        found += secrets_in_argv(command.split())
+    elif isinstance(command, list):
+        found += secrets_in_argv(str(w) for w in command)
+    return [v for v in found if v != MARKER]
 
 
 def secret_forms(value: str) -> tuple[str, ...]:

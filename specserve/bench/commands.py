@@ -25,7 +25,7 @@ from specserve.bench.results import (
     write_result,
 )
 from specserve.bench.runner import Progress, RunSettings, run_all, warm_up
-from specserve.bench.server import ServerError, probe
+from specserve.bench.server import ServerError, probe, redact_result
 from specserve.bench.settings import API_KEY_ENV
 
 EXIT_OK, EXIT_LEVEL_FAILED, EXIT_USAGE = 0, 1, 2
@@ -131,13 +131,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         kinds = [k.strip() for k in args.kinds.split(",")] if args.kinds else None
         chosen = select_kinds(prompts, kinds)
         baseline = load_result(args.baseline_json) if args.baseline_json else None
+        if baseline is not None:
+            baseline = redact_result(baseline, (key,))
     except (UsageError, PromptError, ResultError) as exc:
         return _fail(str(exc))
 
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     try:
         with httpx.Client(timeout=httpx.Timeout(30.0), headers=headers) as client:
-            facts = probe(client, base_url, args.model)
+            facts = probe(client, base_url, args.model, secrets=(key,))
     except ServerError as exc:
         return _fail(str(exc))
     scraper = None
@@ -180,6 +182,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     settings_doc = _settings_doc(args, settings, prompts_desc, kinds_used, len(chosen))
     result = build_result(label, base_url, settings_doc, facts, results_levels, started)
+    # Error messages and labels may quote the server; nothing written may carry a secret.
+    result = redact_result(result, (key,))
     if baseline is not None:
         attach_baseline(result, baseline, str(args.baseline_json))
     try:
@@ -225,7 +229,11 @@ def cmd_report(args: argparse.Namespace) -> int:
         out = _out_dir(args)
     except (ResultError, UsageError) as exc:
         return _fail(str(exc))
+    # A result written before by-value redaction may still carry the key in launch_command.
+    key = os.environ.get(API_KEY_ENV)
+    result = redact_result(result, (key,))
     if baseline is not None:
+        baseline = redact_result(baseline, (key,))
         attach_baseline(result, baseline, str(args.baseline_json))
     write_outputs(result, baseline, out)
     sys.stdout.write(markdown(result))

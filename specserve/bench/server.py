@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
 from specserve.bench.client import describe_http_error, describe_transport_error
+from specserve.secrets import MARKER, SECRET_FIELD, Redactor, secrets_in_server_info
 
 # Server args whose values must never land in a result file that gets shared.
-_SECRET = re.compile(r"(^|_)(api_key|key|secret|password|token)$", re.IGNORECASE)
-REDACTED = "<redacted>"
+_SECRET = SECRET_FIELD
+REDACTED = MARKER
 
 
 class ServerError(RuntimeError):
@@ -26,10 +27,25 @@ class ServerFacts:
     speculative: dict[str, Any] | None
 
 
-def redact(info: dict[str, Any]) -> dict[str, Any]:
+def redact(info: dict[str, Any], secrets: Iterable[str | None] = ()) -> dict[str, Any]:
+    """Secret-named fields replaced, then every secret's value wherever else it appears
+    (SGLang's `launch_command` carries `--api-key KEY`): the given secrets and those the info
+    itself reveals."""
+    by_value = Redactor([*secrets, *secrets_in_server_info(info)])
     return {
-        k: (REDACTED if _SECRET.search(k) and v not in (None, "") else v) for k, v in info.items()
+        k: (REDACTED if _SECRET.search(k) and v not in (None, "") else by_value.redact_value(v))
+        for k, v in info.items()
     }
+
+
+def redact_result(result: dict[str, Any], secrets: Iterable[str | None] = ()) -> dict[str, Any]:
+    """A whole result (or any JSON value) with the given secrets and those its server info
+    reveals removed by value: what goes into results.json, results.md and the plot's titles."""
+    info = (result.get("server") or {}).get("info") or {}
+    redacted: dict[str, Any] = Redactor([*secrets, *secrets_in_server_info(info)]).redact_value(
+        result
+    )
+    return redacted
 
 
 def speculative_params(info: dict[str, Any]) -> dict[str, Any] | None:
@@ -82,7 +98,9 @@ def server_info(client: httpx.Client, base_url: str) -> dict[str, Any]:
     return info
 
 
-def probe(client: httpx.Client, base_url: str, model: str | None) -> ServerFacts:
+def probe(
+    client: httpx.Client, base_url: str, model: str | None, secrets: Iterable[str | None] = ()
+) -> ServerFacts:
     """Ask /v1/models (which needs the API key, so a bad key fails here) and /server_info."""
     models = _get(client, f"{base_url}/v1/models").json()
     served = [m.get("id") for m in models.get("data") or [] if isinstance(m, dict)]
@@ -91,4 +109,10 @@ def probe(client: httpx.Client, base_url: str, model: str | None) -> ServerFacts
             raise ServerError(f"{base_url}/v1/models lists no model; pass --model NAME")
         model = str(served[0])
     info = server_info(client, base_url)
-    return ServerFacts(model=model, info=redact(info), speculative=speculative_params(info))
+    secrets = [*secrets, *secrets_in_server_info(info)]
+    spec = speculative_params(info)
+    return ServerFacts(
+        model=model,
+        info=redact(info, secrets),
+        speculative=Redactor(secrets).redact_value(spec),
+    )
