@@ -27,6 +27,7 @@ from specserve.profile.render import (
     render,
 )
 from specserve.profile.report import format_text
+from specserve.profile.sglang import VERSION_ENV, SglangVersionError, resolve_version
 from specserve.secrets import SECRET_FLAGS, secret_problem
 
 DEFAULT_PROFILE = "/etc/specserve/profile.yaml"
@@ -94,15 +95,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ProfileError as exc:
         sys.stderr.write(format_text(path, exc.issues))
         return EXIT_ERRORS
+    # The image says which SGLang it holds ($SPECSERVE_SGLANG_VERSION); flags follow it.
+    try:
+        version = resolve_version(None)
+    except SglangVersionError as exc:
+        sys.stderr.write(f"specserve-launch: {exc}\n")
+        return EXIT_USAGE
     # Model dirs are checked when present (configs only: shards were verified at deploy time).
-    issues = run_checks(profile, CheckOptions(configs_only=True))
+    issues = run_checks(profile, CheckOptions(configs_only=True, sglang_version=version))
     if errors(issues):
         sys.stderr.write(format_text(path, issues))
         return EXIT_ERRORS
     for issue in issues:
         sys.stderr.write(f"specserve-launch: {issue.render()}\n")
-    rendered = render(profile)
+    rendered = render(profile, version)
     sys.stderr.write(f"specserve-launch: profile {profile.name}, running:\n")
+    sys.stderr.write(f"specserve-launch: flags for SGLang {version} (${VERSION_ENV})\n")
     sys.stderr.write(format_shell(rendered))
     if args.dry_run:
         return 0

@@ -11,7 +11,12 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_LAUNCH_COMMAND: tuple[str, ...] = ("python3", "-m", "sglang.launch_server")
+# The algorithms the product supports (its checks, tuning and gate are written for them); SGLang
+# upper-cases the name (speculative_hook.handle_speculative_decoding), so the schema also takes
+# the lower-case spelling and the model keeps the canonical upper-case one. SGLang's newer
+# built-ins (DFLASH, DSPARK, UNO) are refused by the schema: nothing here checks their drafters.
 SPECULATIVE_ALGORITHMS: tuple[str, ...] = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
+NO_SPECULATION = "none"
 
 
 @dataclass(frozen=True)
@@ -34,7 +39,7 @@ class Drafter:
 
     @property
     def enabled(self) -> bool:
-        return self.algorithm != "none"
+        return self.algorithm != NO_SPECULATION
 
 
 @dataclass(frozen=True)
@@ -73,6 +78,7 @@ class Server:
     host: str = "127.0.0.1"
     port: int = 30000
     mem_fraction_static: float | None = None
+    max_running_requests: int | None = None
     cuda_graph_max_bs: int | None = None
     num_continuous_decode_steps: int | None = None
     disable_custom_all_reduce: bool = False
@@ -131,6 +137,11 @@ class Profile:
         return dict(self.baseline_gen_throughput)
 
 
+def canonical_algorithm(name: str) -> str:
+    """`eagle3` -> `EAGLE3` (what SGLang itself does with the value); `none` stays `none`."""
+    return name if name == NO_SPECULATION else name.upper()
+
+
 def _resolve_local(path: str, base: Path | None) -> str:
     # Only explicitly relative paths are resolved: "org/name" must stay a Hugging Face id.
     if base is not None and (path.startswith("./") or path.startswith("../")):
@@ -147,6 +158,7 @@ def profile_from_document(doc: dict[str, Any], source_path: Path | None = None) 
     drafter = None
     if drafter_doc is not None:
         drafter_doc = dict(drafter_doc)
+        drafter_doc["algorithm"] = canonical_algorithm(drafter_doc["algorithm"])
         if drafter_doc.get("path"):
             drafter_doc["path"] = _resolve_local(drafter_doc["path"], base)
         drafter = Drafter(**drafter_doc)

@@ -10,12 +10,15 @@ import json
 import shlex
 from dataclasses import dataclass
 
-from specserve.profile.model import ApiKeySecret, Profile
+from specserve.profile.flags import DECODE_GRAPH_BACKEND_FLAG, PREFILL_GRAPH_BACKEND_FLAG
+from specserve.profile.model import ApiKeySecret, Parallelism, Profile
 from specserve.profile.nccl import preset_env
+from specserve.profile.sglang import Contract, resolve_version, sglang_contract
 from specserve.secrets import MIN_LENGTH, secret_problem
 
 API_KEY_FLAG = "--api-key"
 API_KEY_PLACEHOLDER = "<from secret>"
+ATTN_DP_FLAG = "--attn-dp-size"
 
 
 @dataclass(frozen=True)
@@ -46,7 +49,29 @@ def _switch(argv: list[str], flag: str, on: bool) -> None:
         argv.append(flag)
 
 
-def render_argv(profile: Profile) -> list[str]:
+def _dp_attention(argv: list[str], p: Parallelism, contract: Contract) -> None:
+    # 0.5.23 deprecates `--dp-size N --enable-dp-attention` for `--attn-dp-size N` (its
+    # parallel_hook.handle_deprecated_dp_attention turns the old spelling into the new one).
+    if p.enable_dp_attention and contract.option(ATTN_DP_FLAG) is not None:
+        _opt(argv, ATTN_DP_FLAG, p.dp)
+        return
+    if p.dp != 1:
+        _opt(argv, "--dp-size", p.dp)
+    _switch(argv, "--enable-dp-attention", p.enable_dp_attention)
+
+
+def _graphs_off(argv: list[str], contract: Contract) -> None:
+    # `--disable-cuda-graph` is deprecated in 0.5.21 and 0.5.23 (a DeprecatedStoreTrueAction
+    # that sets both phases' backend to disabled); its replacement says the same per phase.
+    if contract.option(DECODE_GRAPH_BACKEND_FLAG) is not None:
+        argv += [DECODE_GRAPH_BACKEND_FLAG, "disabled", PREFILL_GRAPH_BACKEND_FLAG, "disabled"]
+    else:
+        argv.append("--disable-cuda-graph")
+
+
+def render_argv(profile: Profile, sglang_version: str | None = None) -> list[str]:
+    """The argv for `sglang_version` (default: resolve_version(): env, else the pinned one)."""
+    contract = sglang_contract(resolve_version(sglang_version))
     t, p, s = profile.target, profile.parallelism, profile.server
     argv: list[str] = list(s.launch_command)
     _opt(argv, "--model-path", t.path)
@@ -56,18 +81,19 @@ def render_argv(profile: Profile) -> list[str]:
     _opt(argv, "--reasoning-parser", t.reasoning_parser)
     _opt(argv, "--context-length", t.context_length)
     _opt(argv, "--tp-size", p.tp)
-    if p.dp != 1:
-        _opt(argv, "--dp-size", p.dp)
-    _switch(argv, "--enable-dp-attention", p.enable_dp_attention)
+    _dp_attention(argv, p, contract)
     if p.ep != 1:
         _opt(argv, "--ep-size", p.ep)
     _opt(argv, "--host", s.host)
     _opt(argv, "--port", s.port)
     _opt(argv, "--mem-fraction-static", s.mem_fraction_static)
-    _opt(argv, "--cuda-graph-max-bs", s.cuda_graph_max_bs)
+    _opt(argv, "--max-running-requests", s.max_running_requests)
+    # `--cuda-graph-max-bs` is ambiguous in SGLang (-decode / -prefill); the field is decode's.
+    _opt(argv, "--cuda-graph-max-bs-decode", s.cuda_graph_max_bs)
     _opt(argv, "--num-continuous-decode-steps", s.num_continuous_decode_steps)
     _switch(argv, "--disable-custom-all-reduce", s.disable_custom_all_reduce)
-    _switch(argv, "--disable-cuda-graph", s.disable_cuda_graph and s.allow_disable_cuda_graph)
+    if s.disable_cuda_graph and s.allow_disable_cuda_graph:
+        _graphs_off(argv, contract)
     _switch(argv, "--enable-metrics", s.enable_metrics)
     _opt(argv, "--decode-log-interval", profile.logging.decode_log_interval)
     spec = profile.speculative
@@ -90,9 +116,11 @@ def render_env(profile: Profile) -> dict[str, str]:
     return dict(sorted(env.items()))
 
 
-def render(profile: Profile) -> Rendered:
+def render(profile: Profile, sglang_version: str | None = None) -> Rendered:
     return Rendered(
-        argv=tuple(render_argv(profile)), env=render_env(profile), api_key=profile.server.api_key
+        argv=tuple(render_argv(profile, sglang_version)),
+        env=render_env(profile),
+        api_key=profile.server.api_key,
     )
 
 

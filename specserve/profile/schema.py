@@ -11,6 +11,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
 from specserve.profile.issues import Issue, error
+from specserve.profile.model import NO_SPECULATION, SPECULATIVE_ALGORITHMS
 
 
 @cache
@@ -35,6 +36,11 @@ def _fix_for(err: ValidationError, field: str) -> str:
         return "remove it"
     if validator == "required":
         return "add the missing key (see docs/profile.md)"
+    if validator == "enum" and field == "drafter.algorithm":
+        return (
+            f"use one of: {', '.join(SPECULATIVE_ALGORITHMS)} (or the same in lower case), "
+            f"or {NO_SPECULATION} for no speculation"
+        )
     if validator == "enum":
         return "use one of: " + ", ".join(str(v) for v in schema.get("enum", []))
     if validator == "const":
@@ -58,6 +64,13 @@ def _fix_for(err: ValidationError, field: str) -> str:
 
 
 def _problem_for(err: ValidationError) -> str:
+    if (
+        err.validator == "enum"
+        and _field_path(err) == "drafter.algorithm"
+        and isinstance(err.instance, str)
+        and err.instance.upper() in SPECULATIVE_ALGORITHMS
+    ):
+        return f"{err.instance!r} mixes cases; write it {err.instance.upper()}"
     if err.validator == "additionalProperties":
         return err.message.replace("Additional properties are not allowed ", "unknown key ")
     if err.validator == "oneOf":

@@ -160,9 +160,9 @@ CASES: list[tuple[str, Callable[[Doc], None], dict[str, Any] | None, str, str, s
         "graph-backend-disabled",
         _set("server.extra_args", ["--cuda-graph-backend-decode", "disabled"]),
         None,
-        "server.disable_cuda_graph",
-        "CUDA graphs would be disabled",
-        "keep CUDA graphs on",
+        "server.extra_args[0]",
+        "decode CUDA graphs would be disabled (--cuda-graph-backend-decode disabled)",
+        "remove --cuda-graph-backend-decode disabled from extra_args",
     ),
     (
         "extra-arg-owned-speculative",
@@ -174,10 +174,10 @@ CASES: list[tuple[str, Callable[[Doc], None], dict[str, Any] | None, str, str, s
     ),
     (
         "extra-arg-owned-tp-alias",
-        _set("server.extra_args", ["--tp", "8"]),
+        _set("server.extra_args", ["--tensor-parallel-size", "8"]),
         None,
         "server.extra_args[0]",
-        "--tp is owned",
+        "--tensor-parallel-size is owned",
         "set parallelism.tp instead",
     ),
     (
@@ -185,7 +185,7 @@ CASES: list[tuple[str, Callable[[Doc], None], dict[str, Any] | None, str, str, s
         _set("server.extra_args", ["--api_key", "sk-1"]),
         None,
         "server.extra_args[0]",
-        "--api-key is owned",
+        "--api_key is owned by the profile field server.api_key",
         "set server.api_key instead",
     ),
     (

@@ -103,8 +103,16 @@ def test_render_refuses_a_profile_check_rejects(tmp_path):
     assert "server.extra_args[0]" in err
 
 
-def test_allowed_disable_cuda_graph_renders_the_flag(tmp_path):
+@pytest.mark.parametrize("version", ["0.5.21", "0.5.23"])
+def test_allowed_disable_cuda_graph_renders_the_replacement_of_the_deprecated_flag(
+    tmp_path, version
+):
+    # Both versions deprecate --disable-cuda-graph (DeprecatedStoreTrueAction, new_flag
+    # --cuda-graph-backend-{decode,prefill}=disabled); render the replacement, never the flag.
     doc = kimi_doc()
     doc["server"].update(disable_cuda_graph=True, allow_disable_cuda_graph=True)
-    code, out, _ = run_cli("render", str(write_doc(tmp_path, doc)), "--format", "argv")
-    assert code == 0 and "--disable-cuda-graph\n" in out
+    path = write_doc(tmp_path, doc)
+    code, out, _ = run_cli("render", str(path), "--format", "argv", "--sglang-version", version)
+    assert code == 0
+    assert "--disable-cuda-graph\n" not in out
+    assert "--cuda-graph-backend-decode\ndisabled\n--cuda-graph-backend-prefill\ndisabled\n" in out

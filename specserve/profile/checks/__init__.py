@@ -10,18 +10,22 @@ from specserve.profile.checks.speculative import check_drafter_config, check_spe
 from specserve.profile.checks.weights import check_weights
 from specserve.profile.issues import Issue
 from specserve.profile.model import Profile
+from specserve.profile.sglang import resolve_version, sglang_contract
 
 __all__ = ["CheckOptions", "run_checks"]
 
 
 def run_checks(profile: Profile, options: CheckOptions | None = None) -> list[Issue]:
+    """Every issue of `profile` for the SGLang version of `options` (SglangVersionError if it is
+    not a verified one)."""
     options = options or CheckOptions()
+    contract = sglang_contract(resolve_version(options.sglang_version))
     ctx: ModelContext = build_context(profile, options)
     issues: list[Issue] = list(ctx.issues)
-    issues += check_speculative(profile)
-    issues += check_drafter_config(profile, ctx)
+    issues += check_speculative(profile, contract)
+    issues += check_drafter_config(profile, ctx, contract)
     issues += check_parallelism(profile)
-    issues += check_server(profile)
+    issues += check_server(profile, contract)
     issues += check_env(profile)
     if not options.configs_only:
         issues += check_weights(profile, ctx)

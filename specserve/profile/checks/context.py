@@ -18,6 +18,8 @@ class CheckOptions:
     configs_only: bool = False
     # `check` on the node must see the models; elsewhere a missing dir is only a warning.
     require_models: bool = False
+    # The SGLang version checked against (None: resolve_version(): the image's env, else pinned).
+    sglang_version: str | None = None
 
 
 @dataclass

@@ -1,67 +1,142 @@
-"""Server options: no owned flag in extra_args, CUDA graphs stay on unless explicitly allowed."""
+"""Server options: extra_args must be options of the target SGLang, must not repeat an owned flag,
+and decode CUDA graphs stay on unless explicitly allowed.
+
+Every fact is the target version's: its option table (`specserve.upstream`) for spellings,
+choices and deprecations, and sglang/srt/arg_groups/cuda_graph_hook.py::parse_cuda_graph_config
+for how the CUDA-graph flags combine (0.5.21 and 0.5.23 alike).
+"""
 
 from __future__ import annotations
 
-from specserve.profile.flags import OWNED_FLAGS, flag_name
+from typing import Any
+
+from specserve.profile.checks.graphs import decode_graph_issues
+from specserve.profile.flags import OWNED_FLAGS, arg_value, flag_spelling
 from specserve.profile.issues import Issue, error, warning
 from specserve.profile.model import Profile
-
-# Newer SGLang also turns decode CUDA graphs off through the per-phase backend flag.
-_GRAPH_BACKEND_FLAG = "--cuda-graph-backend-decode"
-_GRAPH_OFF_VALUES: frozenset[str] = frozenset({"disabled", "none", "off"})
+from specserve.profile.sglang import Contract, continuous_decode_steps_read, sglang_contract
+from specserve.upstream import VERIFIED_VERSIONS
 
 
-def _disables_graph_backend(args: tuple[str, ...]) -> bool:
-    for i, arg in enumerate(args):
-        if flag_name(arg) != _GRAPH_BACKEND_FLAG:
-            continue
-        value = arg.split("=", 1)[1] if "=" in arg else (args[i + 1] if i + 1 < len(args) else "")
-        if value.lower() in _GRAPH_OFF_VALUES:
-            return True
-    return False
+def _unknown_flag(where: str, spelled: str, contract: Contract) -> Issue:
+    version = contract.version
+    dashed = "--" + spelled[2:].replace("_", "-")
+    if dashed != spelled and contract.option(dashed) is not None:
+        return error(
+            where,
+            f"{spelled} is not an option of SGLang {version} (its parser registers dashes only)",
+            f"write it {dashed}",
+        )
+    longer = sorted(f for o in contract.options for f in o.flags if f.startswith(spelled))
+    if longer:
+        return error(
+            where,
+            f"{spelled} is not an option of SGLang {version}: argparse would take it as an "
+            f"abbreviation of {', '.join(longer[:4])}{' ...' if len(longer) > 4 else ''}, which "
+            "is ambiguous or changes meaning between versions",
+            "spell the option out in full",
+        )
+    elsewhere = [
+        v
+        for v in VERIFIED_VERSIONS
+        if v != version and sglang_contract(v).option(spelled) is not None
+    ]
+    if elsewhere:
+        return error(
+            where,
+            f"{spelled} is not an option of SGLang {version} (SGLang {', '.join(elsewhere)} "
+            "has it); SGLang would exit at start with 'unrecognized arguments'",
+            f"remove it, or target SGLang {elsewhere[0]} (--sglang-version {elsewhere[0]})",
+        )
+    return error(
+        where,
+        f"{spelled} is not an option of SGLang {version}; SGLang would exit at start with "
+        "'unrecognized arguments'",
+        "remove it or correct its spelling (python3 -m sglang.launch_server --help lists them)",
+    )
 
 
-def check_server(profile: Profile) -> list[Issue]:
-    srv = profile.server
+def _owner(opt: Any) -> str | None:
+    """The profile field owning any spelling of `opt` (its aliases included), or None."""
+    return next((OWNED_FLAGS[f] for f in opt.flags if f in OWNED_FLAGS), None)
+
+
+def _choices(opt: Any) -> list[str] | None:
+    choices = getattr(opt, "choices", None)
+    return [str(c) for c in choices] if choices else None
+
+
+def _extra_arg_issues(profile: Profile, contract: Contract) -> list[Issue]:
+    args = profile.server.extra_args
+    version = contract.version
     issues: list[Issue] = []
-    for i, arg in enumerate(srv.extra_args):
-        name = flag_name(arg)
-        if name is None or name not in OWNED_FLAGS:
+    for i, arg in enumerate(args):
+        spelled = flag_spelling(arg)
+        if spelled is None:
             continue
-        owner = OWNED_FLAGS[name]
-        fix = f"remove {name} from extra_args and set {owner} instead"
-        if name == "--disable-cuda-graph":
-            fix = (
-                "remove it from extra_args; if you really must, set server.disable_cuda_graph: "
-                "true and server.allow_disable_cuda_graph: true"
+        where = f"server.extra_args[{i}]"
+        opt = contract.option(spelled)
+        dashed = contract.option("--" + spelled[2:].replace("_", "-"))
+        if opt is None and (dashed is None or _owner(dashed) is None):
+            issues.append(_unknown_flag(where, spelled, contract))
+            continue
+        owned = _owner(opt or dashed)
+        if owned is not None:
+            fix = f"remove {spelled} from extra_args and set {owned} instead"
+            if owned == "server.disable_cuda_graph":
+                fix = (
+                    "remove it from extra_args; if you really must, set "
+                    "server.disable_cuda_graph: true and server.allow_disable_cuda_graph: true"
+                )
+            issues.append(error(where, f"{spelled} is owned by the profile field {owned}", fix))
+            continue
+        assert opt is not None
+        value = arg_value(args, i)
+        if opt.takes_value and opt.nargs is None and value is None:
+            issues.append(
+                error(where, f"{spelled} expects a value", f"give it one: {spelled} VALUE")
             )
-        issues.append(
-            error(
-                f"server.extra_args[{i}]",
-                f"{name} is owned by the profile field {owner}",
-                fix,
+            continue
+        choices = _choices(opt)
+        if choices and opt.takes_value and value is not None and value not in choices:
+            issues.append(
+                error(
+                    where,
+                    f"{spelled} {value!r} is not a choice of SGLang {version}; its parser would "
+                    "exit at start",
+                    f"use one of: {', '.join(choices)}",
+                )
             )
+        if opt.deprecated:
+            issues.append(
+                warning(
+                    where,
+                    f"{spelled} is deprecated in SGLang {version}",
+                    f"use {opt.new_flag} instead" if opt.new_flag else (opt.help or "see its help"),
+                )
+            )
+    return issues
+
+
+def _no_effect_issues(profile: Profile, contract: Contract) -> list[Issue]:
+    steps = profile.server.num_continuous_decode_steps
+    if steps is None or continuous_decode_steps_read(contract):
+        return []
+    return [
+        warning(
+            "server.num_continuous_decode_steps",
+            f"SGLang {contract.version} declares --num-continuous-decode-steps but no code of it "
+            f"reads the value, so {steps} has no effect",
+            "remove server.num_continuous_decode_steps from the profile",
         )
-    graph_off = srv.disable_cuda_graph or _disables_graph_backend(srv.extra_args)
-    if graph_off and not srv.allow_disable_cuda_graph:
-        issues.append(
-            error(
-                "server.disable_cuda_graph",
-                "CUDA graphs would be disabled; the seeds measured 56.7 tok/s without them "
-                "against 74.9 tok/s with them",
-                "keep CUDA graphs on; for a debugging run set server.allow_disable_cuda_graph: "
-                "true as well",
-            )
-        )
-    elif graph_off:
-        issues.append(
-            warning(
-                "server.disable_cuda_graph",
-                "CUDA graphs are disabled (allowed by allow_disable_cuda_graph); decode will be "
-                "much slower and the cuda-graph alert will fire",
-                "turn it back on after debugging",
-            )
-        )
+    ]
+
+
+def check_server(profile: Profile, contract: Contract) -> list[Issue]:
+    srv = profile.server
+    issues = _extra_arg_issues(profile, contract)
+    issues += decode_graph_issues(profile, contract)
+    issues += _no_effect_issues(profile, contract)
     if (
         profile.gpu.topology == "pcie"
         and profile.parallelism.tp > 1

@@ -11,6 +11,7 @@ from specserve.profile.checks.context import ModelContext
 from specserve.profile.hfconfig import ModelConfig
 from specserve.profile.issues import Issue, error, warning
 from specserve.profile.model import Drafter, Profile
+from specserve.profile.sglang import Contract, speculative_running_cap
 
 NEEDS_DRAFT_MODEL: frozenset[str] = frozenset({"EAGLE", "EAGLE3", "STANDALONE"})
 TREE_PARAMS: tuple[str, ...] = ("num_steps", "eagle_topk", "num_draft_tokens")
@@ -18,23 +19,44 @@ TREE_PARAMS: tuple[str, ...] = ("num_steps", "eagle_topk", "num_draft_tokens")
 EAGLE3_AUX_LAYERS = 3
 
 
-def _is_eagle3_arch(cfg: ModelConfig) -> bool:
-    return any(a.endswith("Eagle3") for a in cfg.architectures)
+def _is_eagle3_arch(cfg: ModelConfig, contract: Contract) -> bool:
+    # EAGLE-3 drafter classes share no suffix (LlamaForCausalLMEagle3, Eagle3DeepseekV2ForCausalLM
+    # for lightseekorg/kimi-k2.5-eagle3-mla): the list is the target version's model registry.
+    return any(a in contract.eagle3_drafter_architectures for a in cfg.architectures)
 
 
-def _is_eagle2_arch(cfg: ModelConfig) -> bool:
-    return any(a.endswith("Eagle") for a in cfg.architectures)
+def _is_eagle2_arch(cfg: ModelConfig, contract: Contract) -> bool:
+    return any(a in contract.eagle_drafter_architectures for a in cfg.architectures)
 
 
 def _params_set(d: Drafter) -> dict[str, int]:
     return {name: v for name in TREE_PARAMS if (v := getattr(d, name)) is not None}
 
 
-def check_speculative(profile: Profile) -> list[Issue]:
+def _running_cap_issues(profile: Profile, contract: Contract) -> list[Issue]:
+    spec = profile.speculative
+    if spec is None or profile.server.max_running_requests is not None:
+        return []
+    cap = speculative_running_cap(contract, spec.algorithm)
+    if cap is None:
+        return []
+    return [
+        warning(
+            "server.max_running_requests",
+            f"unset with {spec.algorithm}: SGLang {contract.version} then caps running requests "
+            f"at {cap} (speculative_hook.py) while a non-speculative run has no such cap, so "
+            f"speed comparisons above {cap} concurrent requests are not like for like",
+            f"set server.max_running_requests explicitly (e.g. {cap}, SGLang's speculative "
+            "default); the baseline run uses the same value",
+        )
+    ]
+
+
+def check_speculative(profile: Profile, contract: Contract) -> list[Issue]:
     d = profile.drafter
     if d is None:
         return []
-    issues: list[Issue] = []
+    issues: list[Issue] = _running_cap_issues(profile, contract)
     given = _params_set(d)
     if not d.enabled:
         if given or d.path:
@@ -173,14 +195,15 @@ def _shape_issues(drafter: ModelConfig, target: ModelConfig) -> list[Issue]:
     return issues
 
 
-def check_drafter_config(profile: Profile, ctx: ModelContext) -> list[Issue]:
+def check_drafter_config(profile: Profile, ctx: ModelContext, contract: Contract) -> list[Issue]:
     spec = profile.speculative
     drafter = ctx.drafter
     if spec is None or drafter is None:
         return []
     issues: list[Issue] = []
     archs = ", ".join(drafter.architectures) or "no architectures"
-    if _is_eagle3_arch(drafter) and spec.algorithm != "EAGLE3":
+    eagle3 = _is_eagle3_arch(drafter, contract)
+    if eagle3 and spec.algorithm != "EAGLE3":
         issues.append(
             error(
                 "drafter.algorithm",
@@ -191,7 +214,7 @@ def check_drafter_config(profile: Profile, ctx: ModelContext) -> list[Issue]:
                 "set drafter.algorithm: EAGLE3",
             )
         )
-    elif _is_eagle2_arch(drafter) and spec.algorithm == "EAGLE3":
+    elif _is_eagle2_arch(drafter, contract) and spec.algorithm == "EAGLE3":
         issues.append(
             error(
                 "drafter.algorithm",
@@ -200,12 +223,13 @@ def check_drafter_config(profile: Profile, ctx: ModelContext) -> list[Issue]:
                 "set drafter.algorithm: EAGLE, or use an EAGLE-3 drafter",
             )
         )
-    elif spec.algorithm == "EAGLE3" and not _is_eagle3_arch(drafter):
+    elif spec.algorithm == "EAGLE3" and not eagle3:
+        known = ", ".join(sorted(contract.eagle3_drafter_architectures))
         issues.append(
             warning(
                 "drafter.algorithm",
-                f"algorithm is EAGLE3 but the drafter's config.json declares {archs}, not an "
-                "*Eagle3 architecture",
+                f"algorithm is EAGLE3 but the drafter's config.json declares {archs}, none of "
+                f"the EAGLE-3 drafter classes SGLang {contract.version} serves ({known})",
                 "check that drafter.path is an EAGLE-3 drafter",
             )
         )

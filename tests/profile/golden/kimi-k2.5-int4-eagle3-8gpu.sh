@@ -15,7 +15,7 @@ env \
   --host 127.0.0.1 \
   --port 8000 \
   --mem-fraction-static 0.85 \
-  --num-continuous-decode-steps 4 \
+  --max-running-requests 48 \
   --disable-custom-all-reduce \
   --enable-metrics \
   --decode-log-interval 40 \

@@ -5,7 +5,8 @@ python3 -m sglang.launch_server \
   --host 127.0.0.1 \
   --port 30000 \
   --mem-fraction-static 0.6 \
-  --cuda-graph-max-bs 8 \
+  --max-running-requests 48 \
+  --cuda-graph-max-bs-decode 8 \
   --enable-metrics \
   --decode-log-interval 40 \
   --speculative-algorithm EAGLE3 \

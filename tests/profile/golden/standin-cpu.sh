@@ -3,6 +3,7 @@ specserve-standin \
   --tp-size 1 \
   --host 127.0.0.1 \
   --port 30000 \
+  --max-running-requests 48 \
   --enable-metrics \
   --decode-log-interval 40 \
   --speculative-algorithm EAGLE3 \
