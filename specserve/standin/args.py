@@ -1,122 +1,258 @@
-"""The stand-in's command line: `sglang.launch_server`'s flag names, so a profile renders one argv.
+"""The stand-in's command line, generated from SGLang's real option table, and its resolution.
 
-Flags keep upstream's spellings and aliases (`--tp-size`/`--tensor-parallel-size`, ...). The
-ones the behaviour model reads are typed; the rest are accepted and reported by
-/get_server_info so that any argv a profile renders for SGLang also starts the stand-in. An
-unknown flag is an argparse error (exit 2), as with SGLang. Stand-in-only knobs are environment
-variables (specserve.standin.knobs), never flags, so the flag surface stays SGLang's.
+The parser is built from `specserve.upstream.sglang_contract(version).options`, the table that
+`scripts/sglang/extract_contract.py` extracts from SGLang's own `prepare_server_args` parser: the
+same flags, aliases, `nargs`, choices, value types, store_true / --no- switches, deprecated
+actions (with upstream's warning) and `allow_abbrev`, so the stand-in accepts exactly what that
+SGLang accepts (`--cuda-graph-max-bs` is "ambiguous" here too) and rejects the rest with
+argparse's exit 2. The version is SPECSERVE_STANDIN_SGLANG_VERSION (knobs.py), default the pinned
+one. Stand-in-only settings are environment variables, never flags.
+
+`resolve` then applies the few resolution rules of SGLang's `arg_groups/speculative_hook.py`
+that change what the stand-in simulates (algorithm upper-casing and the NEXTN alias, the
+48-request cap under speculation, tree parameters chosen per target architecture, top-k 1 forcing
+draft tokens = steps + 1) and the CUDA-graph switches that turn decode graphs off. What SGLang
+would reject later, at resolution, the stand-in rejects with a one-line ResolutionError (exit 1).
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+import json
+import re
+import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
-from specserve.standin import STANDIN_NOTICE
+from specserve.standin import STANDIN_NAME, STANDIN_NOTICE
+from specserve.upstream import Option, SGLangContract, sglang_contract
 
-SPEC_ALGORITHMS: tuple[str, ...] = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
-# Algorithms whose drafter reads the target's hidden states (EAGLE family).
-EAGLE_FAMILY: tuple[str, ...] = ("EAGLE", "EAGLE3", "NEXTN")
-
-# Flags that take a value and that the stand-in only records (upstream names, default None).
-_VALUE_FLAGS: tuple[str, ...] = (
-    "--tokenizer-path",
-    "--tokenizer-mode",
-    "--load-format",
-    "--dtype",
-    "--kv-cache-dtype",
-    "--quantization",
-    "--revision",
-    "--download-dir",
-    "--chat-template",
-    "--completion-template",
-    "--json-model-override-args",
-    "--max-running-requests",
-    "--max-total-tokens",
-    "--chunked-prefill-size",
-    "--max-prefill-tokens",
-    "--schedule-policy",
-    "--schedule-conservativeness",
-    "--page-size",
-    "--stream-interval",
-    "--random-seed",
-    "--watchdog-timeout",
-    "--dist-timeout",
-    "--base-gpu-id",
-    "--gpu-id-step",
-    "--nnodes",
-    "--node-rank",
-    "--dist-init-addr",
-    "--attention-backend",
-    "--prefill-attention-backend",
-    "--decode-attention-backend",
-    "--sampling-backend",
-    "--grammar-backend",
-    "--moe-a2a-backend",
-    "--moe-runner-backend",
-    "--cuda-graph-bs",
-    "--torch-compile-max-bs",
-    "--log-level",
-    "--log-level-http",
-    "--log-requests-level",
-    "--device",
-    "--speculative-draft-model-revision",
-    "--speculative-accept-threshold-single",
-    "--speculative-accept-threshold-acc",
-    "--speculative-token-map",
-    "--speculative-attention-mode",
-    "--speculative-draft-load-format",
-    "--warmups",
-    "--kv-events-config",
-    "--bucket-time-to-first-token",
-    "--bucket-inter-token-latency",
-    "--bucket-e2e-request-latency",
-    "--prompt-tokens-buckets",
-    "--generation-tokens-buckets",
-    "--file-storage-path",
-    "--hicache-ratio",
-    "--hicache-size",
-    "--disaggregation-mode",
-    "--model-loader-extra-config",
-    "--mm-attention-backend",
-    "--api-key-file",
-    "--admin-api-key",
+# Algorithms whose speculative_hook handler is `_handle_eagle_family` (after NEXTN -> EAGLE).
+EAGLE_FAMILY: tuple[str, ...] = ("EAGLE", "EAGLE3", "STANDALONE")
+# Algorithms the stand-in's behaviour model simulates; SGLang's others (DFLASH, DSPARK, UNO,
+# FROZEN_KV_MTP, plugins) parse, but the stand-in refuses to pretend to run them.
+SIMULATED_ALGORITHMS: tuple[str, ...] = (*EAGLE_FAMILY, "NGRAM")
+# `_handle_eagle_family`: targets whose checkpoint carries its own MTP/NEXTN draft layer, so an
+# unset --speculative-draft-model-path becomes --model-path (SGLang 0.5.21 and 0.5.23).
+BUNDLED_DRAFT_ARCHITECTURES: frozenset[str] = frozenset(
+    {
+        "DeepseekV32ForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV4ForCausalLM",
+        "Glm4MoeForCausalLM", "Glm4MoeLiteForCausalLM", "GlmMoeDsaForCausalLM",
+        "BailingMoeForCausalLM", "BailingMoeV2ForCausalLM", "BailingMoeV2_5ForCausalLM",
+        "MistralLarge3ForCausalLM", "PixtralForConditionalGeneration", "HYV3ForCausalLM",
+        "HYV4ForCausalLM", "Qwen4ExpForConditionalGeneration",
+    }
+)  # fmt: skip
+# Upstream's warnings, verbatim (speculative_hook.py), logged at start when they apply.
+CAP_WARNING = (
+    "Max running requests is reset to {cap} for speculative decoding. You can override this by "
+    "explicitly setting --max-running-requests."
+)
+TOPK1_WARNING = (
+    "speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when "
+    "speculative_eagle_topk == 1"
+)
+NGRAM_DRAFT_WARNING = (
+    "speculative_num_draft_tokens is set to 12 by default for ngram speculative decoding. "
+    "You can override this by explicitly setting --speculative-num-draft-tokens."
 )
 
-# Boolean switches that the stand-in only records (upstream names).
-_SWITCHES: tuple[str, ...] = (
-    "--skip-tokenizer-init",
-    "--enable-p2p-check",
-    "--enable-torch-compile",
-    "--enable-mixed-chunk",
-    "--disable-radix-cache",
-    "--disable-overlap-schedule",
-    "--disable-cuda-graph-padding",
-    "--enable-dp-lm-head",
-    "--enable-cache-report",
-    "--enable-hierarchical-cache",
-    "--enable-request-time-stats-logging",
-    "--collect-tokens-histogram",
-    "--enable-metrics-for-all-schedulers",
-    "--log-requests",
-    "--show-time-cost",
-    "--skip-server-warmup",
-    "--allow-auto-truncate",
-    "--sleep-on-idle",
-    "--enable-nan-detection",
-    "--enable-two-batch-overlap",
-    "--disable-chunked-prefix-cache",
-    "--enable-eplb",
-    "--enable-deterministic-inference",
-    "--disable-fast-image-processor",
-)
+
+class ResolutionError(ValueError):
+    """The argv parses, but SGLang's resolution (or the stand-in's model) cannot run it."""
+
+
+class OptionTableError(RuntimeError):
+    """The option table holds an action or value type the stand-in cannot reproduce."""
+
+
+# -- value types, by the name of upstream's argparse `type` callable ------------------------------
+# Each converter keeps upstream's function name: argparse prints it in "invalid <name> value".
+
+
+def human_readable_int(value: str) -> int:
+    """sglang.srt.utils.common.human_readable_int: 1k, 25.6k, 1Mi, ... (case-sensitive)."""
+    value = value.strip()
+    si = {"k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
+    iec = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|k|M|G|T)", value)
+    if match:
+        number, suffix = match.groups()
+        if suffix in iec:
+            if "." in number:
+                raise argparse.ArgumentTypeError(
+                    f"Decimals are not allowed with IEC suffixes like '{suffix}'."
+                )
+            return int(number) * iec[suffix]
+        return int(Decimal(number) * si[suffix])
+    try:
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"Invalid integer value: {value!r}") from None
+
+
+def nullable_str(value: str) -> str | None:
+    return None if not value or value == "None" else value
+
+
+def loads(value: str) -> Any:
+    return json.loads(value)
+
+
+def json_list_type(value: str) -> Any:
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError:
+        raise argparse.ArgumentTypeError(
+            f"Invalid JSON list: {value}. Please provide a valid JSON list."
+        ) from None
+
+
+def parse_cuda_graph_backend_arg(raw: str) -> str:
+    """0.5.23's converter: the retired backend is refused before the choices are checked."""
+    if raw == "tc_piecewise":
+        raise argparse.ArgumentTypeError(
+            "tc_piecewise was removed; select breakable, full, or disabled"
+        )
+    return raw
+
+
+def parse_cuda_graph_config_arg(raw: str) -> dict[str, Any]:
+    """A JSON object of phase -> settings (upstream also checks each phase's keys)."""
+    try:
+        parsed = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"--cuda-graph-config must be JSON: {exc}") from None
+    if not isinstance(parsed, dict):
+        raise argparse.ArgumentTypeError(
+            f"--cuda-graph-config must be a JSON object, got {type(parsed).__name__}"
+        )
+    for phase, settings in parsed.items():
+        if phase not in ("decode", "prefill"):
+            raise argparse.ArgumentTypeError(
+                f"--cuda-graph-config: unknown phase '{phase}', expected one of "
+                "('decode', 'prefill')"
+            )
+        if not isinstance(settings, dict):
+            raise argparse.ArgumentTypeError(
+                f"--cuda-graph-config['{phase}'] must be a JSON object, got "
+                f"{type(settings).__name__}"
+            )
+        if "backend" in settings:
+            parse_cuda_graph_backend_arg(settings["backend"])
+    return parsed
+
+
+VALUE_TYPES: dict[str | None, Callable[[str], Any] | None] = {
+    None: None,
+    "str": str,
+    "int": int,
+    "float": float,
+    "human_readable_int": human_readable_int,
+    "nullable_str": nullable_str,
+    "loads": loads,
+    "json_list_type": json_list_type,
+    "parse_cuda_graph_backend_arg": parse_cuda_graph_backend_arg,
+    "parse_cuda_graph_config_arg": parse_cuda_graph_config_arg,
+}
+
+
+def _deprecated_warning(option_string: str, new_flag: str | None) -> None:
+    # Upstream's print_deprecated_warning: logger.warning in bold yellow, before logging is
+    # configured, so Python's last-resort handler writes the bare message to stderr.
+    replacement = f" Use '{new_flag}' instead." if new_flag else ""
+    message = (
+        f"'{option_string}' is deprecated and will be removed in a future release.{replacement}"
+    )
+    print(f"\033[1;33m{message}\033[0m", file=sys.stderr)
+
+
+def _deprecated_action(opt: Option) -> type[argparse.Action]:
+    """DeprecatedStoreTrueAction / DeprecatedStoreConstAction / DeprecatedAliasStoreAction."""
+
+    class Deprecated(argparse.Action):
+        def __call__(
+            self,
+            parser: argparse.ArgumentParser,
+            namespace: argparse.Namespace,
+            values: Any,
+            option_string: str | None = None,
+        ) -> None:
+            _deprecated_warning(option_string or opt.flags[0], opt.new_flag)
+            # Store-true/const actions record that the old switch was given; an alias keeps
+            # the value. (The const a StoreConst action writes is not in the table: True.)
+            stored = values if opt.action == "DeprecatedAliasStoreAction" else True
+            setattr(namespace, self.dest, stored)
+
+    return Deprecated
+
+
+def _add_option(parser: argparse.ArgumentParser, opt: Option) -> None:
+    kwargs: dict[str, Any] = {"dest": opt.dest, "default": opt.default, "help": opt.help}
+    if opt.required:
+        kwargs["required"] = True
+    flags = list(opt.flags)
+    action = opt.action
+    if action == "store_true":
+        parser.add_argument(*flags, action="store_true", **kwargs)
+        return
+    if action == "boolean_optional":
+        # argparse derives the --no- spellings itself from the positive ones.
+        positive = [f for f in flags if not f.startswith("--no-")]
+        parser.add_argument(*positive, action=argparse.BooleanOptionalAction, **kwargs)
+        return
+    if opt.type_name not in VALUE_TYPES:
+        raise OptionTableError(
+            f"{flags[0]}: value type {opt.type_name!r} is unknown to the stand-in; "
+            "add a converter to specserve/standin/args.py VALUE_TYPES"
+        )
+    value_type = VALUE_TYPES[opt.type_name]
+    if action in ("DeprecatedStoreTrueAction", "DeprecatedStoreConstAction",
+                  "DeprecatedAliasStoreAction"):  # fmt: skip
+        nargs = 0 if not opt.takes_value else opt.nargs
+        parser.add_argument(
+            *flags, action=_deprecated_action(opt), nargs=nargs, choices=opt.choices,
+            type=value_type if opt.takes_value else None, **kwargs,
+        )  # fmt: skip
+        return
+    if action not in ("store", "LoRAPathAction"):
+        raise OptionTableError(
+            f"{flags[0]}: argparse action {action!r} is unknown to the stand-in; "
+            "teach specserve/standin/args.py _add_option how SGLang's action behaves"
+        )
+    if value_type is not None:
+        kwargs["type"] = value_type
+    if opt.choices is not None:
+        kwargs["choices"] = list(opt.choices)
+    if opt.nargs is not None:
+        kwargs["nargs"] = opt.nargs
+    parser.add_argument(*flags, **kwargs)
+
+
+def build_parser(contract: SGLangContract) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=STANDIN_NAME,
+        allow_abbrev=contract.allow_abbrev,
+        description=(
+            f"{STANDIN_NOTICE}. Accepts exactly the flags of SGLang {contract.version}'s "
+            "sglang.launch_server (generated from its option table). Stand-in-only knobs are "
+            "SPECSERVE_STANDIN_* environment variables (docs/standin.md)."
+        ),
+    )
+    for opt in contract.options:
+        _add_option(parser, opt)
+    return parser
+
+
+# -- resolution -------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class SpecConfig:
-    """Speculative parameters after upstream's defaulting rules (None = no speculation)."""
+    """Speculative parameters after upstream's resolution rules."""
 
     algorithm: str
     draft_model_path: str | None
@@ -127,8 +263,9 @@ class SpecConfig:
 
 @dataclass(frozen=True)
 class StandinArgs:
-    """Parsed server arguments; `raw` holds every flag for /get_server_info."""
+    """The parsed and resolved arguments the stand-in runs with."""
 
+    sglang_version: str
     model_path: str
     served_model_name: str
     host: str
@@ -138,106 +275,153 @@ class StandinArgs:
     dp_size: int
     pp_size: int
     ep_size: int
+    attn_cp_size: int
+    moe_dp_size: int
     enable_dp_attention: bool
     spec: SpecConfig | None
-    disable_cuda_graph: bool
+    decode_cuda_graph: bool
+    """Whether decode batches may run in CUDA graphs (False: every way upstream turns them off)."""
     enable_metrics: bool
     decode_log_interval: int
     context_length: int | None
-    mem_fraction_static: float | None
+    max_running_requests: int | None
+    """As resolved upstream: the user's value, or 48 under speculation, else None (memory)."""
     cuda_graph_max_bs: int | None
-    num_continuous_decode_steps: int
-    raw: dict[str, Any] = field(default_factory=dict)
+    """The decode graph's max batch size (`--cuda-graph-max-bs-decode`), None = default."""
+    target_architecture: str | None
+    resolved: dict[str, Any] = field(default_factory=dict)
+    """Every option's value after resolution, secrets included: upstream's resolved_dict()."""
+    launch_command: str = ""
+    """`" ".join(argv)`: upstream's `ServerArgs.launch_command`, the API key included."""
+    warnings: tuple[str, ...] = ()
+    """Upstream's resolution warnings that apply, verbatim, for the start-up log."""
+
+    @property
+    def raw(self) -> dict[str, Any]:
+        return self.resolved
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="specserve-standin",
-        description=(
-            f"{STANDIN_NOTICE}. Accepts sglang.launch_server's flags. Stand-in-only knobs are "
-            "environment variables: SPECSERVE_STANDIN_LOAD_SECONDS, "
-            "SPECSERVE_STANDIN_WARMUP_SECONDS, SPECSERVE_STANDIN_BEHAVIOUR_FILE, "
-            "SPECSERVE_STANDIN_CRASH_AFTER_SECONDS, SPECSERVE_STANDIN_CRASH_EXIT_CODE, "
-            "SPECSERVE_STANDIN_TIME_SCALE, SPECSERVE_STANDIN_BASE_TPS (see docs/standin.md)."
-        ),
-    )
-    parser.add_argument("--model-path", "--model", dest="model_path", required=True)
-    parser.add_argument("--served-model-name", default=None)
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=30000)
-    parser.add_argument("--api-key", default=None)
-    parser.add_argument("--tensor-parallel-size", "--tp-size", dest="tp_size", type=int, default=1)
-    parser.add_argument("--data-parallel-size", "--dp-size", dest="dp_size", type=int, default=1)
-    parser.add_argument(
-        "--pipeline-parallel-size", "--pp-size", dest="pp_size", type=int, default=1
-    )
-    parser.add_argument(
-        "--expert-parallel-size", "--ep-size", "--ep", dest="ep_size", type=int, default=1
-    )
-    parser.add_argument("--enable-dp-attention", action="store_true")
-    parser.add_argument("--trust-remote-code", action="store_true")
-    parser.add_argument("--mem-fraction-static", type=float, default=None)
-    parser.add_argument("--context-length", type=int, default=None)
-    parser.add_argument("--cuda-graph-max-bs", type=int, default=None)
-    parser.add_argument("--num-continuous-decode-steps", type=int, default=1)
-    parser.add_argument("--disable-cuda-graph", action="store_true")
-    parser.add_argument("--disable-custom-all-reduce", action="store_true")
-    parser.add_argument("--enable-metrics", action="store_true")
-    parser.add_argument("--decode-log-interval", type=int, default=40)
-    parser.add_argument("--tool-call-parser", default=None)
-    parser.add_argument("--reasoning-parser", default=None)
-    parser.add_argument("--speculative-algorithm", choices=SPEC_ALGORITHMS, default=None)
-    parser.add_argument("--speculative-draft-model-path", default=None)
-    parser.add_argument("--speculative-num-steps", type=int, default=None)
-    parser.add_argument("--speculative-eagle-topk", type=int, default=None)
-    parser.add_argument("--speculative-num-draft-tokens", type=int, default=None)
-    for flag in dict.fromkeys(_VALUE_FLAGS):
-        parser.add_argument(flag, default=None)
-    for flag in dict.fromkeys(_SWITCHES):
-        parser.add_argument(flag, action="store_true")
-    return parser
+def architectures(path: str | None) -> list[str]:
+    """`architectures` from `<path>/config.json`, or [] when there is no readable config."""
+    if not path:
+        return []
+    try:
+        doc = json.loads((Path(path) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    archs = doc.get("architectures") if isinstance(doc, dict) else None
+    return [str(a) for a in archs] if isinstance(archs, list) else []
 
 
-def _spec_config(parser: argparse.ArgumentParser, ns: argparse.Namespace) -> SpecConfig | None:
-    algorithm: str | None = ns.speculative_algorithm
-    values = (ns.speculative_num_steps, ns.speculative_eagle_topk, ns.speculative_num_draft_tokens)
-    if algorithm is None:
-        if any(v is not None for v in values) or ns.speculative_draft_model_path:
-            parser.error("speculative parameters given without --speculative-algorithm")
+def _algorithm(contract: SGLangContract, name: str) -> str:
+    """SpeculativeAlgorithm.from_string: upper-case, then builtins and aliases."""
+    upper = name.upper()
+    facts = contract.facts["speculative_algorithm"]
+    aliases: dict[str, str] = facts["aliases"]
+    if upper in aliases:
+        return aliases[upper]
+    if upper not in facts["builtins"]:
+        raise ResolutionError(f"Unknown speculative algorithm name: {name}")
+    if upper not in SIMULATED_ALGORITHMS:
+        raise ResolutionError(
+            f"--speculative-algorithm {name}: SGLang {contract.version} serves it, but the "
+            f"stand-in only simulates {', '.join(SIMULATED_ALGORITHMS)} (and the NEXTN alias)"
+        )
+    return upper
+
+
+def _spec_config(
+    contract: SGLangContract, ns: argparse.Namespace, arch: str | None, warnings: list[str]
+) -> SpecConfig | None:
+    if ns.speculative_algorithm is None:
         return None
-    draft_path = ns.speculative_draft_model_path
-    if draft_path is None and algorithm in ("EAGLE", "NEXTN"):
-        # NEXTN/MTP drafts live inside the target checkpoint, as upstream assumes.
-        draft_path = ns.model_path
-    if draft_path is None and algorithm in ("EAGLE3", "STANDALONE"):
-        parser.error(f"--speculative-draft-model-path is required for {algorithm}")
-    # Upstream fills unset values with steps 3 / top-k 1 / draft tokens steps + 1.
-    steps = ns.speculative_num_steps if ns.speculative_num_steps is not None else 3
-    topk = ns.speculative_eagle_topk if ns.speculative_eagle_topk is not None else 1
+    algorithm = _algorithm(contract, ns.speculative_algorithm)
+    steps = ns.speculative_num_steps
+    topk = ns.speculative_eagle_topk
     draft = ns.speculative_num_draft_tokens
+    draft_path = ns.speculative_draft_model_path
+    if algorithm == "NGRAM":
+        # _handle_ngram: top-k is the BFS breadth; 12 draft tokens unless given.
+        topk = ns.speculative_ngram_max_bfs_breadth
+        if draft is None:
+            draft = 12
+            warnings.append(NGRAM_DRAFT_WARNING)
+        if steps is None:
+            steps = draft // topk
+        return SpecConfig(algorithm, None, steps, topk, draft)
+    if draft_path is None and algorithm == "EAGLE" and arch in BUNDLED_DRAFT_ARCHITECTURES:
+        draft_path = ns.model_path
+    if draft_path is None:
+        raise ResolutionError(
+            f"--speculative-algorithm {ns.speculative_algorithm} needs "
+            "--speculative-draft-model-path (the drafter's weights)"
+        )
+    given = {"num_steps": steps, "eagle_topk": topk, "num_draft_tokens": draft}
+    if all(v is None for v in given.values()):
+        # _auto_choose_speculative_params, by the target's architectures[0].
+        steps, topk, draft = contract.default_tree(arch or "", algorithm)
+    elif any(v is None for v in given.values()):
+        unset = ", ".join(k for k, v in given.items() if v is None)
+        raise ResolutionError(
+            f"--speculative-{unset.replace('_', '-')} unset while the other tree parameters are "
+            "set (SGLang fails on this); set --speculative-num-steps, --speculative-eagle-topk "
+            "and --speculative-num-draft-tokens together, or none"
+        )
+    assert steps is not None and topk is not None and draft is not None
     for name, value in (("num-steps", steps), ("eagle-topk", topk)):
         if value < 1:
-            parser.error(f"--speculative-{name} must be >= 1, got {value}")
-    if topk == 1:
-        # Upstream: a chain (top-k 1) verifies exactly steps + 1 tokens.
-        draft = steps + 1
-    elif draft is None:
+            raise ResolutionError(f"--speculative-{name} must be >= 1, got {value}")
+    if topk == 1 and draft != steps + 1:
+        warnings.append(TOPK1_WARNING)
         draft = steps + 1
     if draft < 2:
-        parser.error(f"--speculative-num-draft-tokens must be >= 2, got {draft}")
+        raise ResolutionError(f"--speculative-num-draft-tokens must be >= 2, got {draft}")
     return SpecConfig(algorithm, draft_path, steps, topk, draft)
 
 
-def parse_args(argv: Sequence[str] | None = None) -> StandinArgs:
-    parser = build_parser()
-    ns = parser.parse_args(argv)
+def _decode_cuda_graph(ns: argparse.Namespace) -> bool:
+    """False when any of upstream's switches turns decode CUDA graphs off."""
+    config = getattr(ns, "cuda_graph_config", None) or {}
+    decode = config.get("decode") if isinstance(config, dict) else None
+    return not (
+        ns.disable_cuda_graph
+        or getattr(ns, "disable_decode_cuda_graph", False)
+        or getattr(ns, "cuda_graph_backend_decode", None) == "disabled"
+        or (isinstance(decode, dict) and decode.get("backend") == "disabled")
+    )
+
+
+def resolve(contract: SGLangContract, ns: argparse.Namespace, argv: list[str]) -> StandinArgs:
+    """Apply the resolution rules the stand-in simulates; ResolutionError when it cannot run."""
     for name in ("tp_size", "dp_size", "pp_size", "ep_size", "decode_log_interval"):
-        if getattr(ns, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(ns, name)}")
+        value = getattr(ns, name)
+        if value < 1:
+            raise ResolutionError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
     if not 1 <= ns.port <= 65535:
-        parser.error(f"--port must be 1..65535, got {ns.port}")
-    spec = _spec_config(parser, ns)
+        raise ResolutionError(f"--port must be 1..65535, got {ns.port}")
+    archs = architectures(ns.model_path)
+    arch = archs[0] if archs else None
+    warnings: list[str] = []
+    spec = _spec_config(contract, ns, arch, warnings)
+    max_running = ns.max_running_requests
+    if spec is not None and max_running is None:
+        cap = contract.facts["max_running_requests_cap"]["by_handler"]
+        max_running = int(
+            cap["_handle_ngram"] if spec.algorithm == "NGRAM" else cap["_handle_eagle_family"]
+        )
+        warnings.insert(0, CAP_WARNING.format(cap=max_running))
+    resolved = dict(sorted(vars(ns).items()))
+    resolved["max_running_requests"] = max_running
+    if spec is not None:
+        resolved.update(
+            speculative_algorithm=spec.algorithm,
+            speculative_draft_model_path=spec.draft_model_path,
+            speculative_num_steps=spec.num_steps,
+            speculative_eagle_topk=spec.eagle_topk,
+            speculative_num_draft_tokens=spec.num_draft_tokens,
+        )
     return StandinArgs(
+        sglang_version=contract.version,
         model_path=ns.model_path,
         served_model_name=ns.served_model_name or ns.model_path,
         host=ns.host,
@@ -247,14 +431,28 @@ def parse_args(argv: Sequence[str] | None = None) -> StandinArgs:
         dp_size=ns.dp_size,
         pp_size=ns.pp_size,
         ep_size=ns.ep_size,
-        enable_dp_attention=ns.enable_dp_attention,
+        attn_cp_size=getattr(ns, "attn_cp_size", 1),
+        moe_dp_size=getattr(ns, "moe_dp_size", 1),
+        enable_dp_attention=bool(ns.enable_dp_attention) or getattr(ns, "attn_dp_size", 1) > 1,
         spec=spec,
-        disable_cuda_graph=ns.disable_cuda_graph,
+        decode_cuda_graph=_decode_cuda_graph(ns),
         enable_metrics=ns.enable_metrics,
         decode_log_interval=ns.decode_log_interval,
         context_length=ns.context_length,
-        mem_fraction_static=ns.mem_fraction_static,
-        cuda_graph_max_bs=ns.cuda_graph_max_bs,
-        num_continuous_decode_steps=ns.num_continuous_decode_steps,
-        raw={k: v for k, v in vars(ns).items() if k != "api_key"},
+        max_running_requests=max_running,
+        cuda_graph_max_bs=getattr(ns, "cuda_graph_max_bs_decode", None),
+        target_architecture=arch,
+        resolved=resolved,
+        launch_command=" ".join(argv),
+        warnings=tuple(warnings),
     )
+
+
+def parse_args(argv: Sequence[str] | None = None, version: str | None = None) -> StandinArgs:
+    """Parse as SGLang `version` would (exit 2 on a usage error), then resolve."""
+    from specserve.standin.knobs import sglang_version
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    contract = sglang_contract(version or sglang_version())
+    ns = build_parser(contract).parse_args(argv)
+    return resolve(contract, ns, argv)

@@ -42,6 +42,8 @@ VOCAB: tuple[str, ...] = (
     "decoding", "drafts", "verify", "accept", "tree", "step", "batch", "graph", "cache", "token",
 )  # fmt: skip
 
+# Without speculation SGLang sizes max_running_requests from the KV pool; the stand-in has none
+# and uses this (with EAGLE-family speculation, resolution caps it at 48: args.py).
 DEFAULT_MAX_RUNNING = 128
 DEFAULT_CUDA_GRAPH_MAX_BS = 160
 DEFAULT_MAX_TOTAL_TOKENS = 500_000
@@ -69,6 +71,8 @@ class Request:
     first_token_at: float | None = None
     finish_reason: str | None = None
     seed: int = 0
+    log_metrics: bool = True
+    """False for health-check probes: upstream keeps them out of the request metrics."""
 
     def __post_init__(self) -> None:
         self.seed = zlib.crc32(self.text.encode("utf-8"))
@@ -121,9 +125,14 @@ class Engine:
             if args.spec is None
             else SpecShape(args.spec.num_steps, args.spec.eagle_topk, args.spec.num_draft_tokens)
         )
-        self.max_running = _int_or(args.raw.get("max_running_requests"), DEFAULT_MAX_RUNNING)
+        self.max_running = args.max_running_requests or DEFAULT_MAX_RUNNING
         self.graph_max_bs = args.cuda_graph_max_bs or DEFAULT_CUDA_GRAPH_MAX_BS
-        self.max_total_tokens = _int_or(args.raw.get("max_total_tokens"), DEFAULT_MAX_TOTAL_TOKENS)
+        self.max_total_tokens = _int_or(
+            args.resolved.get("max_total_tokens"), DEFAULT_MAX_TOTAL_TOKENS
+        )
+        # When the scheduler last produced output (monotonic): what /health_generate waits for,
+        # as upstream's tokenizer manager's last_receive_tstamp.
+        self.last_output = time.monotonic()
         self._cond = threading.Condition()
         self._waiting: deque[Request] = deque()
         self._running: list[Request] = []
@@ -152,6 +161,10 @@ class Engine:
             req.rid = f"{self._counter:016x}"
             self._waiting.append(req)
             self._cond.notify_all()
+
+    def idle(self) -> bool:
+        with self._cond:
+            return not self._running and not self._waiting
 
     def counts(self) -> tuple[int, int]:
         with self._cond:
@@ -236,7 +249,7 @@ class Engine:
         for req in admitted:
             # Prefill yields each request's first token, as upstream's does.
             req.first_token_at = now
-            if self.metrics is not None:
+            if self.metrics is not None and req.log_metrics:
                 self.metrics.first_token(now - req.created)
             self._emit(req, 1)
 
@@ -246,7 +259,7 @@ class Engine:
             self.printer.log(f"specserve-standin: behaviour file: {problem}")
         running = list(self._running)
         bs = len(running)
-        graph = (not self.args.disable_cuda_graph) and bs <= self.graph_max_bs
+        graph = self.args.decode_cuda_graph and bs <= self.graph_max_bs
         seconds = step_seconds(self.shape, bs, self.base_tps, graph, behaviour.throughput_scale)
         grants: list[int] = []
         for req in running:
@@ -264,7 +277,7 @@ class Engine:
         for req, n in zip(running, grants, strict=True):
             accepted += n
             emitted = self._emit(req, n)
-            if self.metrics is not None and emitted:
+            if self.metrics is not None and emitted and req.log_metrics:
                 self.metrics.inter_token(seconds * self.time_scale / emitted, emitted)
         if self.metrics is not None:
             self.metrics.decode_pass(graph)
@@ -327,6 +340,7 @@ class Engine:
             req.generated += n
             self._win_generated += n
             req.out.put(("tokens", pieces))
+            self.last_output = time.monotonic()
         if req.generated >= req.limit:
             reason = "length" if req.generated >= req.max_new_tokens else "stop"
             self._finish(req, reason)
@@ -336,7 +350,8 @@ class Engine:
         if req.finish_reason is not None:
             return
         req.finish_reason = reason
-        if self.metrics is not None:
+        self.last_output = time.monotonic()
+        if self.metrics is not None and req.log_metrics:
             if reason == "abort":
                 self.metrics.aborted()
             else:

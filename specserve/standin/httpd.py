@@ -1,15 +1,32 @@
 """The stand-in's HTTP surface (stdlib ThreadingHTTPServer), mirroring SGLang's routes.
 
-Auth follows upstream's `add_api_key_middleware`: with `--api-key`, every path except `/health*`
-and `/metrics` needs `Authorization: Bearer <key>`, else 401 `{"error": "Unauthorized"}`.
+Read from SGLang's `entrypoints/http_server.py` and `utils/auth.py`:
+- `/health` and `/health_generate` are one handler (GET): 503 while starting or shutting down;
+  with SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION (default true) `/health` runs it too, else it
+  answers 200 at once. The handler queues a one-token generation (skipped when the scheduler is
+  busy: running requests already prove liveness), then checks once a second whether the
+  scheduler produced anything since it started: 200 at the first check that sees output, so
+  never before 1 s; after SGLANG_HEALTH_CHECK_TIMEOUT (20 s) it logs upstream's error, marks
+  the server unhealthy and answers 503. The stand-in's waits follow SPECSERVE_STANDIN_TIME_SCALE.
+- `/ready`: 200 only when the server is up (warm-up done, not shutting down, not marked
+  unhealthy by a failed health check), else 503; it generates nothing.
+- `/generate` and the OpenAI routes serve during warm-up (upstream's warm-up is a /generate).
+- `/server_info`, `/model_info`; `/get_server_info` and `/get_model_info` are deprecated aliases
+  that log upstream's warning on every call.
+- With `--api-key`, paths starting with `/health`, `/ready` or `/metrics` (and OPTIONS) are
+  exempt (the prefixes come from the contract data); everything else needs
+  `Authorization: Bearer <key>`, else 401 `{"error": "Unauthorized"}`.
 """
 
 from __future__ import annotations
 
+import hmac
 import json
+import os
 import queue
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -21,10 +38,28 @@ from specserve.standin import api
 from specserve.standin.engine import Engine, EngineClosed, Request
 from specserve.standin.logfmt import LinePrinter
 from specserve.standin.metrics import NativeMetrics
+from specserve.upstream import SGLangContract
 
 # A request never waits longer than this for its tokens (wall seconds).
 REQUEST_TIMEOUT_S = 600.0
-HEALTH_GENERATE_TIMEOUT_S = 20.0
+DEPRECATED_ENDPOINT = (
+    "Endpoint '{old}' is deprecated and will be removed in a future version. "
+    "Please use '{new}' instead."
+)
+DEPRECATED_ALIASES = {"/get_server_info": "/server_info", "/get_model_info": "/model_info"}
+
+
+def _env_bool(name: str, default: bool) -> bool:
+    """sglang.srt.environ.EnvBool: true/1/yes/y, false/0/no/n (any case), else an error."""
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    value = raw.lower()
+    if value in ("true", "1", "yes", "y"):
+        return True
+    if value in ("false", "0", "no", "n"):
+        return False
+    raise ValueError(f'{name}: "{value}" is not a valid boolean value')
 
 
 @dataclass
@@ -33,17 +68,31 @@ class ServerState:
     printer: LinePrinter
     metrics: NativeMetrics | None
     api_key: str | None
+    contract: SGLangContract
     model_name: str
-    server_info: dict[str, Any]
+    server_info: Callable[[], dict[str, Any]]
     model_info: dict[str, Any]
     models: dict[str, Any]
     content_factor_of: Any
-    phase: str = "warming"
+    time_scale: float = 1.0
+    phase: str = "starting"
+    """starting -> up; up <-> unhealthy (health checks); any -> stopping."""
     lock: threading.Lock = field(default_factory=threading.Lock)
+    health_generation: bool = field(init=False)
+    health_timeout_s: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        facts = self.contract.facts["health"]
+        default = bool(facts["SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION"]["default"])
+        self.health_generation = _env_bool("SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION", default)
+        self.health_timeout_s = float(
+            int(os.environ.get("SGLANG_HEALTH_CHECK_TIMEOUT", facts["health_check_timeout_s"]))
+        )
 
     def set_phase(self, phase: str) -> None:
         with self.lock:
-            self.phase = phase
+            if self.phase != "stopping":
+                self.phase = phase
 
     def get_phase(self) -> str:
         with self.lock:
@@ -99,9 +148,9 @@ def make_handler(state: ServerState) -> type[BaseHTTPRequestHandler]:
             self._send(status, b"", "text/plain; charset=utf-8")
 
         def _authorized(self, path: str) -> bool:
-            if state.api_key is None or path.startswith(("/health", "/metrics")):
+            if state.api_key is None or state.contract.auth_exempt(path, self.command):
                 return True
-            if self.headers.get("Authorization") == f"Bearer {state.api_key}":
+            if _bearer_ok(self.headers.get("Authorization"), state.api_key):
                 return True
             self._json(401, {"error": "Unauthorized"})
             return False
@@ -125,20 +174,17 @@ def make_handler(state: ServerState) -> type[BaseHTTPRequestHandler]:
             path = self.path.split("?", 1)[0]
             if not self._authorized(path):
                 return
-            if path == "/health":
-                self._empty(200 if state.get_phase() == "ready" else 503)
-            elif path == "/health_generate":
-                self._health_generate()
-            elif path in ("/get_server_info", "/server_info"):
-                info = dict(state.server_info)
-                running, queued = state.engine.counts()
-                info["standin_state"] = {
-                    "phase": state.get_phase(),
-                    "running_requests": running,
-                    "queued_requests": queued,
-                }
-                self._json(200, info)
-            elif path in ("/get_model_info", "/model_info"):
+            if path in DEPRECATED_ALIASES:
+                new = DEPRECATED_ALIASES[path]
+                state.printer.log(DEPRECATED_ENDPOINT.format(old=path, new=new), ranks=False)
+                path = new
+            if path == "/ready":
+                self._empty(200 if state.get_phase() == "up" else 503)
+            elif path in ("/health", "/health_generate"):
+                self._health_generate(path)
+            elif path == "/server_info":
+                self._json(200, state.server_info())
+            elif path == "/model_info":
                 self._json(200, state.model_info)
             elif path == "/v1/models":
                 self._json(200, state.models)
@@ -158,16 +204,10 @@ def make_handler(state: ServerState) -> type[BaseHTTPRequestHandler]:
                 self._chat()
             elif path == "/generate":
                 self._generate()
-            elif path == "/health_generate":
-                self._health_generate()
+            elif path in ("/health", "/health_generate", "/ready", "/server_info", "/model_info"):
+                self._json(405, {"detail": "Method Not Allowed"})
             else:
                 self._json(404, {"detail": "Not Found"})
-
-        def _ready_or_503(self) -> bool:
-            if state.get_phase() == "ready":
-                return True
-            self._json(503, api.error_body("server is not ready", 503, "ServiceUnavailable"))
-            return False
 
         def _submit(self, req: Request) -> bool:
             try:
@@ -177,28 +217,59 @@ def make_handler(state: ServerState) -> type[BaseHTTPRequestHandler]:
                 return False
             return True
 
-        def _health_generate(self) -> None:
-            if state.get_phase() != "ready":
+        def _health_generate(self, path: str) -> None:
+            phase = state.get_phase()
+            if phase == "stopping":
+                state.printer.log(
+                    "Health check request received during shutdown. Returning 503.", ranks=False
+                )
                 self._empty(503)
                 return
-            req = Request(
-                text="health",
-                prompt_tokens=1,
-                max_new_tokens=1,
-                natural_tokens=None,
-                content_factor=1.0,
+            if phase == "starting":
+                self._empty(503)
+                return
+            if path == "/health" and not state.health_generation:
+                self._empty(200)
+                return
+            tic = time.monotonic()
+            tic_wall = time.time()
+            engine = state.engine
+            if engine.idle():
+                # The scheduler skips a health request when busy; idle, it runs one token.
+                probe = Request(
+                    text="health",
+                    prompt_tokens=1,
+                    max_new_tokens=1,
+                    natural_tokens=None,
+                    content_factor=1.0,
+                    log_metrics=False,
+                )
+                try:
+                    engine.submit(probe)
+                except EngineClosed:
+                    self._empty(503)
+                    return
+            timeout = state.health_timeout_s
+            while time.monotonic() < tic + timeout * state.time_scale:
+                time.sleep(1.0 * state.time_scale)
+                if engine.last_output > tic:
+                    state.set_phase("up")
+                    self._empty(200)
+                    return
+            last = time.strftime("%H:%M:%S", time.localtime(tic_wall - (tic - engine.last_output)))
+            state.printer.log(
+                "Health check failed. Server couldn't get a response from detokenizer for last "
+                f"{int(timeout)} seconds. tic start time: "
+                f"{time.strftime('%H:%M:%S', time.localtime(tic_wall))}. "
+                f"last_heartbeat time: {last}",
+                ranks=False,
             )
-            try:
-                state.engine.submit(req)
-                _wait(req, HEALTH_GENERATE_TIMEOUT_S)
-            except (EngineClosed, TimeoutError, queue.Empty):
-                self._empty(503)
-                return
-            self._empty(200 if req.finish_reason in ("length", "stop") else 503)
+            state.set_phase("unhealthy")
+            self._empty(503)
 
         def _chat(self) -> None:
             body = self._body()
-            if body is None or not self._ready_or_503():
+            if body is None:
                 return
             try:
                 req, stream, include_usage = api.chat_request(body, state.content_factor_of)
@@ -224,7 +295,7 @@ def make_handler(state: ServerState) -> type[BaseHTTPRequestHandler]:
 
         def _generate(self) -> None:
             body = self._body()
-            if body is None or not self._ready_or_503():
+            if body is None:
                 return
             try:
                 req, stream = api.generate_request(body, state.content_factor_of)
@@ -298,6 +369,14 @@ def make_handler(state: ServerState) -> type[BaseHTTPRequestHandler]:
             self.wfile.flush()
 
     return Handler
+
+
+def _bearer_ok(header: str | None, key: str) -> bool:
+    """utils/auth.py's _check_bearer_token: "Bearer <key>", scheme case-insensitive."""
+    if not header:
+        return False
+    parts = header.split(" ", 1)
+    return len(parts) == 2 and parts[0].lower() == "bearer" and hmac.compare_digest(parts[1], key)
 
 
 class StandinHTTPServer(ThreadingHTTPServer):

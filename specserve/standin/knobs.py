@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from specserve.upstream import PINNED_VERSION, VERIFIED_VERSIONS
+
 PREFIX = "SPECSERVE_STANDIN_"
 
 
@@ -34,6 +36,20 @@ class Knobs:
     printed in the logs are unaffected, they come from the model)."""
     base_tps: float = 90.0
     """Single-request decode speed without speculation, cuda graph on (tokens/s)."""
+    sglang_version: str = PINNED_VERSION
+    """The SGLang version whose option table, defaults and behaviour the stand-in mimics."""
+
+
+def sglang_version(env: Mapping[str, str] | None = None) -> str:
+    """SPECSERVE_STANDIN_SGLANG_VERSION, default the pinned version; must be a verified one."""
+    env = os.environ if env is None else env
+    raw = env.get(PREFIX + "SGLANG_VERSION") or PINNED_VERSION
+    if raw not in VERIFIED_VERSIONS:
+        raise KnobError(
+            f"{PREFIX}SGLANG_VERSION={raw!r} has no SGLang contract data; use one of "
+            f"{', '.join(VERIFIED_VERSIONS)}"
+        )
+    return raw
 
 
 def _float(env: Mapping[str, str], name: str, default: float, minimum: float) -> float:
@@ -69,4 +85,5 @@ def load_knobs(env: Mapping[str, str] | None = None) -> Knobs:
         crash_exit_code=code,
         time_scale=time_scale,
         base_tps=base_tps,
+        sglang_version=sglang_version(env),
     )

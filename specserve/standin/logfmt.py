@@ -20,12 +20,19 @@ from specserve.standin.args import StandinArgs
 
 
 def rank_prefix(args: StandinArgs) -> str:
-    """The ` DP0 PP0 TP0 EP0` part for rank 0 under upstream's rules."""
+    """The ` DP0 PP0 ATTN_CP0 MOE_DP0 TP0 EP0` part for rank 0 under upstream's rules
+    (`configure_scheduler_process`, same order in 0.5.21 and 0.5.23). Upstream prints DP<n>
+    when the process has a data-parallel rank; the stand-in takes that to mean dp > 1 or
+    attention DP."""
     prefix = ""
     if args.dp_size > 1 or args.enable_dp_attention:
         prefix += " DP0"
     if args.pp_size > 1:
         prefix += " PP0"
+    if args.attn_cp_size > 1:
+        prefix += " ATTN_CP0"
+    if args.moe_dp_size > 1:
+        prefix += " MOE_DP0"
     if args.tp_size > 1:
         prefix += " TP0"
     if args.ep_size > 1:

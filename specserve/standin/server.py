@@ -1,91 +1,128 @@
 """`specserve-standin`: start the CPU stand-in for an SGLang server (it is NOT SGLang).
 
-Lifecycle, as SGLang's: "load weights" with the port unbound (connections refused) for
-SPECSERVE_STANDIN_LOAD_SECONDS; bind; warm up (/health and /health_generate answer 503) for
-SPECSERVE_STANDIN_WARMUP_SECONDS plus one warmup generation; then serve. SIGTERM/SIGINT: stop
-accepting, drop queued requests, let running ones finish (bounded), exit 0.
+Lifecycle, as SGLang's (`http_server.py`, `engine.py`): parse (exit 2 on a usage error) and
+resolve (exit 1 with one line naming the problem); log upstream's resolution warnings and
+`server_args={...}`, the resolved arguments with the API key in clear, as upstream does; "load
+weights" with the port unbound (connections refused) for SPECSERVE_STANDIN_LOAD_SECONDS; bind;
+then warm up as upstream's `_execute_server_warmup`: after SPECSERVE_STANDIN_WARMUP_SECONDS, GET
+/model_info and POST one 8-token /generate to itself over HTTP (the API key in the header), then
+mark the server up and log "The server is fired up and ready to roll!". Until then /health,
+/health_generate and /ready answer 503, while /generate and the OpenAI routes already serve.
+SIGTERM/SIGINT: stop accepting, drop queued requests, let running ones finish (bounded), exit 0.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
 from specserve.standin import STANDIN_NAME, STANDIN_NOTICE
-from specserve.standin.args import StandinArgs, parse_args
+from specserve.standin.args import ResolutionError, StandinArgs, architectures, parse_args
 from specserve.standin.behaviour import BehaviourError, BehaviourSource, load_json_or_none
-from specserve.standin.engine import Engine, Request
+from specserve.standin.engine import Engine
 from specserve.standin.httpd import ServerState, make_server
 from specserve.standin.knobs import KnobError, Knobs, load_knobs
 from specserve.standin.logfmt import LinePrinter, rank_prefix
 from specserve.standin.metrics import NativeMetrics
+from specserve.upstream import sglang_contract
 
-SGLANG_COMPAT_VERSION = "0.5.21"
-EAGLE3_ARCHITECTURE = "LlamaForCausalLMEagle3"
 SHUTDOWN_GRACE_S = 10.0
-
-
-def architectures(path: str | None) -> list[str]:
-    """`architectures` from `<path>/config.json`, or [] when there is no readable config."""
-    if not path:
-        return []
-    doc = load_json_or_none(Path(path) / "config.json")
-    archs = (doc or {}).get("architectures")
-    return [str(a) for a in archs] if isinstance(archs, list) else []
+# Upstream's warm-up request (`_execute_server_warmup`, a generation model, no VLM).
+WARMUP_TEXT = "The capital city of France is"
+WARMUP_MAX_NEW_TOKENS = 8
 
 
 def drafter_mismatch(args: StandinArgs) -> bool:
-    """EAGLE/NEXTN on an EAGLE-3 drafter: upstream starts fine and accepts nothing."""
+    """EAGLE (or its NEXTN alias) on an EAGLE-3 drafter: upstream starts fine, accepts nothing.
+
+    The EAGLE-3 classes are SGLang's own list for that version (its model registry), so the
+    MLA drafter `Eagle3DeepseekV2ForCausalLM` counts as well as `LlamaForCausalLMEagle3`.
+    """
     spec = args.spec
-    if spec is None or spec.algorithm not in ("EAGLE", "NEXTN"):
+    if spec is None or spec.algorithm != "EAGLE":
         return False
-    return EAGLE3_ARCHITECTURE in architectures(spec.draft_model_path)
+    eagle3 = sglang_contract(args.sglang_version).eagle3_drafter_architectures
+    return any(a in eagle3 for a in architectures(spec.draft_model_path))
 
 
-def _server_info(args: StandinArgs, knobs: Knobs, behaviour: BehaviourSource) -> dict[str, Any]:
-    info: dict[str, Any] = dict(args.raw)
-    info.update(
-        {
-            "version": f"{SGLANG_COMPAT_VERSION}+{STANDIN_NAME}",
-            "standin": True,
-            "standin_notice": STANDIN_NOTICE,
-            "standin_knobs": {
-                "load_seconds": knobs.load_seconds,
-                "warmup_seconds": knobs.warmup_seconds,
-                "behaviour_file": str(behaviour.path) if behaviour.path else None,
-                "time_scale": knobs.time_scale,
-                "base_tps": knobs.base_tps,
-            },
-            "speculative_num_draft_tokens": args.spec.num_draft_tokens if args.spec else None,
-            "speculative_num_steps": args.spec.num_steps if args.spec else None,
-            "speculative_eagle_topk": args.spec.eagle_topk if args.spec else None,
-            "speculative_draft_model_path": args.spec.draft_model_path if args.spec else None,
-            "drafter_architectures": architectures(args.spec.draft_model_path) if args.spec else [],
-        }
-    )
-    return info
+def _scheduler_info(engine: Engine) -> dict[str, Any]:
+    """What upstream's `scheduler_info` (Scheduler.get_init_info) contributes."""
+    return {
+        "status": "ready",
+        "max_total_num_tokens": engine.max_total_tokens,
+        "max_req_input_len": engine.max_total_tokens - 1,
+    }
+
+
+def server_info(
+    args: StandinArgs, knobs: Knobs, behaviour: BehaviourSource, engine: Engine, started: float
+) -> dict[str, Any]:
+    """/server_info as upstream builds it: the resolved arguments (API key included, as SGLang
+    returns it), `launch_command` (the argv, key included), scheduler info, internal states."""
+    internal: dict[str, Any] = {
+        **args.resolved,
+        "world_size": args.tp_size * args.pp_size,
+        "last_gen_throughput": engine.last_decode.gen_throughput if engine.last_decode else 0.0,
+        "startup_time": started,
+        "effective_max_running_requests_per_dp": engine.max_running,
+    }
+    if args.spec is not None:
+        last = engine.last_decode
+        internal["avg_spec_accept_length"] = (
+            last.accept_length if last and last.accept_length is not None else 0.0
+        )
+    running, queued = engine.counts()
+    return {
+        **args.resolved,
+        "launch_command": args.launch_command,
+        **_scheduler_info(engine),
+        "startup_time": started,
+        "internal_states": [internal],
+        "version": f"{args.sglang_version}+{STANDIN_NAME}",
+        "frontend": "python",
+        "kv_events": None,
+        # The stand-in's own keys (not upstream's): it says what it is and how it is paced.
+        "standin": True,
+        "standin_notice": STANDIN_NOTICE,
+        "standin_knobs": {
+            "load_seconds": knobs.load_seconds,
+            "warmup_seconds": knobs.warmup_seconds,
+            "behaviour_file": str(behaviour.path) if behaviour.path else None,
+            "time_scale": knobs.time_scale,
+            "base_tps": knobs.base_tps,
+            "sglang_version": knobs.sglang_version,
+        },
+        "standin_state": {"running_requests": running, "queued_requests": queued},
+    }
 
 
 def _model_info(args: StandinArgs) -> dict[str, Any]:
     config = load_json_or_none(Path(args.model_path) / "config.json") or {}
     return {
         "model_path": args.model_path,
-        "tokenizer_path": args.raw.get("tokenizer_path") or args.model_path,
+        "served_model_name": args.served_model_name,
+        "tokenizer_path": args.resolved.get("tokenizer_path") or args.model_path,
         "is_generation": True,
-        "preferred_sampling_params": None,
-        "weight_version": "default",
+        "preferred_sampling_params": args.resolved.get("preferred_sampling_params"),
+        "weight_version": args.resolved.get("weight_version", "default"),
+        "load_format": args.resolved.get("load_format"),
+        "reasoning_parser": args.resolved.get("reasoning_parser"),
+        "tool_call_parser": args.resolved.get("tool_call_parser"),
+        "disaggregation_mode": args.resolved.get("disaggregation_mode"),
         "has_image_understanding": False,
         "has_audio_understanding": False,
-        "model_type": config.get("model_type", "standin"),
-        "architectures": architectures(args.model_path) or ["StandinForCausalLM"],
-        "standin": True,
+        "model_type": config.get("model_type"),
+        "architectures": architectures(args.model_path) or None,
     }
 
 
@@ -123,6 +160,35 @@ def _arm_crash(knobs: Knobs, printer: LinePrinter) -> None:
     timer.start()
 
 
+def _self_url(args: StandinArgs) -> str:
+    host = "127.0.0.1" if args.host in ("0.0.0.0", "::", "") else args.host
+    return f"http://{host}:{args.port}"
+
+
+def warm_up(args: StandinArgs) -> str | None:
+    """Upstream's `_execute_server_warmup` over HTTP to itself; the error text, or None."""
+    headers = {"Content-Type": "application/json"}
+    if args.api_key:
+        headers["Authorization"] = f"Bearer {args.api_key}"
+    url = _self_url(args)
+    body = json.dumps(
+        {
+            "sampling_params": {"temperature": 0, "max_new_tokens": WARMUP_MAX_NEW_TOKENS},
+            "text": WARMUP_TEXT,
+        }
+    ).encode("utf-8")
+    try:
+        info = urllib.request.Request(url + "/model_info", headers=headers)
+        with urllib.request.urlopen(info, timeout=5):
+            pass
+        gen = urllib.request.Request(url + "/generate", data=body, headers=headers, method="POST")
+        with urllib.request.urlopen(gen, timeout=600) as response:
+            response.read()
+    except (OSError, urllib.error.URLError) as exc:
+        return str(exc)
+    return None
+
+
 def run(args: StandinArgs, knobs: Knobs, printer: LinePrinter, stop: threading.Event) -> int:
     """Load, bind, warm up, serve until `stop` is set; returns the exit status."""
     try:
@@ -131,9 +197,12 @@ def run(args: StandinArgs, knobs: Knobs, printer: LinePrinter, stop: threading.E
         printer.log(f"{STANDIN_NAME}: cannot use behaviour file: {exc}", ranks=False)
         return 1
     printer.log(f"{STANDIN_NAME}: {STANDIN_NOTICE}", ranks=False)
-    # Only what was set (upstream prints every field; most are None here).
-    given = {k: v for k, v in args.raw.items() if v not in (None, False)}
-    printer.log(f"server_args={given}", ranks=False)
+    for warning in args.warnings:
+        printer.log(warning, ranks=False)
+    # engine.py logs `server_args={server_args.resolved_dict()}` (0.5.23 redacts watermark
+    # keys only): every resolved field, the API key in clear. Printed so the product's
+    # redaction is tested against what SGLang really prints.
+    printer.log(f"server_args={args.resolved!r}", ranks=False)
     _arm_crash(knobs, printer)
     printer.log(f"Load weight begin. (stand-in: simulated, {knobs.load_seconds:.1f} s)")
     if stop.wait(knobs.load_seconds):
@@ -143,16 +212,19 @@ def run(args: StandinArgs, knobs: Knobs, printer: LinePrinter, stop: threading.E
     printer.log("Load weight end. type=StandinForCausalLM, dtype=none, avail mem=0.00 GB")
     metrics = NativeMetrics(args.served_model_name) if args.enable_metrics else None
     engine = Engine(args, behaviour, printer, metrics, knobs.base_tps, knobs.time_scale, mismatch)
+    started = time.time()
     state = ServerState(
         engine=engine,
         printer=printer,
         metrics=metrics,
         api_key=args.api_key,
+        contract=sglang_contract(args.sglang_version),
         model_name=args.served_model_name,
-        server_info=_server_info(args, knobs, behaviour),
+        server_info=lambda: server_info(args, knobs, behaviour, engine, started),
         model_info=_model_info(args),
         models=_models(args),
         content_factor_of=lambda text: behaviour.current()[0].content_factor(text),
+        time_scale=knobs.time_scale,
     )
     try:
         httpd = make_server(args.host, args.port, state)
@@ -165,19 +237,16 @@ def run(args: StandinArgs, knobs: Knobs, printer: LinePrinter, stop: threading.E
     printer.raw(
         f"INFO:     Uvicorn running on http://{args.host}:{args.port} (Press CTRL+C to quit)"
     )
+    status = 0
     if not stop.wait(knobs.warmup_seconds):
-        warm = Request(
-            text="warmup",
-            prompt_tokens=4,
-            max_new_tokens=1,
-            natural_tokens=None,
-            content_factor=1.0,
-        )
-        engine.submit(warm)
-        while warm.finish_reason is None and not stop.wait(0.01):
-            pass
-        if warm.finish_reason is not None:
-            state.set_phase("ready")
+        error = warm_up(args)
+        if error is not None and not stop.is_set():
+            # Upstream kills its process tree here.
+            printer.log(f"Initialization failed. warmup error: {error}", ranks=False)
+            stop.set()
+            status = 1
+        elif not stop.is_set():
+            state.set_phase("up")
             printer.log("The server is fired up and ready to roll!", ranks=False)
     stop.wait()
     printer.log(f"{STANDIN_NAME}: shutting down (SIGTERM): draining requests", ranks=False)
@@ -188,7 +257,7 @@ def run(args: StandinArgs, knobs: Knobs, printer: LinePrinter, stop: threading.E
     # Handler threads write their last bytes right after the engine finishes them.
     time.sleep(0.2)
     printer.log(f"{STANDIN_NAME}: stopped", ranks=False)
-    return 0
+    return status
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -197,7 +266,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KnobError as exc:
         print(f"{STANDIN_NAME}: {exc}", file=sys.stderr)
         return 2
-    args = parse_args(argv)
+    try:
+        args = parse_args(argv, knobs.sglang_version)
+    except ResolutionError as exc:
+        print(f"{STANDIN_NAME}: error: {exc}", file=sys.stderr)
+        return 1
     printer = LinePrinter(rank_prefix(args))
     stop = threading.Event()
 

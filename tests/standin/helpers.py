@@ -66,7 +66,8 @@ class Standin:
             if self.proc.poll() is not None:
                 raise AssertionError(f"stand-in exited {self.proc.returncode}: {self.lines()}")
             try:
-                if requests.get(self.url + "/health", timeout=1).status_code == 200:
+                # /ready: "is it up", without /health's one-token generation and 1 s wait.
+                if requests.get(self.url + "/ready", timeout=1).status_code == 200:
                     return
             except requests.ConnectionError:
                 pass
