@@ -27,6 +27,10 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
+# The exporter image installs the specserve package: the same by-value redaction as the
+# launcher's log tee. /server_info carries the API key (api_key and inside launch_command).
+from specserve.secrets import Redactor, secrets_in_server_info
+
 PROMPT = "Count from 1 to 300, one number per line, and nothing else."
 
 
@@ -128,6 +132,22 @@ def scrape_all(cfg: Config) -> dict[str, Sample]:
     return {addr: scrape(cfg, addr) for addr in pod_addresses(cfg.pods_host, cfg.metrics_port)}
 
 
+def server_summary(cfg: Config) -> str:
+    """What the server runs, from /server_info, with every secret removed by value."""
+    try:
+        info = json.loads(http(cfg, f"{cfg.api_url}/server_info"))
+    except (CheckFailed, ValueError) as exc:
+        return f"/server_info not readable here ({str(exc)[:120]})"
+    if not isinstance(info, dict):
+        return "/server_info did not answer a JSON object"
+    clean = Redactor([cfg.api_key, *secrets_in_server_info(info)]).redact_value(info)
+    return (
+        f"SGLang {clean.get('version', '?')}, speculative algorithm "
+        f"{clean.get('speculative_algorithm') or 'none'}, launch command: "
+        f"{clean.get('launch_command') or '?'}"
+    )
+
+
 def model_id(cfg: Config) -> str:
     models = json.loads(http(cfg, f"{cfg.api_url}/v1/models"))
     data = models.get("data") or []
@@ -159,6 +179,7 @@ def chat(cfg: Config, model: str) -> int:
 
 
 def run(cfg: Config) -> str:
+    print(f"server: {server_summary(cfg)}", flush=True)
     model = model_id(cfg)
     before = scrape_all(cfg) if cfg.pods_host else {}
     generated = 0
@@ -205,10 +226,13 @@ def run(cfg: Config) -> str:
 
 
 def main() -> int:
+    cfg = load_config(dict(os.environ))
+    # Error details quote the server's answers: nothing printed may carry the key.
+    redactor = Redactor([cfg.api_key])
     try:
-        print(run(load_config(dict(os.environ))), flush=True)
+        print(redactor.redact_text(run(cfg)), flush=True)
     except CheckFailed as exc:
-        print(f"FAILED: {exc}", file=sys.stderr, flush=True)
+        print(redactor.redact_text(f"FAILED: {exc}"), file=sys.stderr, flush=True)
         return 1
     return 0
 
