@@ -179,13 +179,34 @@ def test_copytruncate_counts_new_lines_and_none_twice(
         exporter.wait_for(counted(5, s1), "the lines before copytruncate")
         shutil.copyfile(log, tmp_path / "sglang.log.1")
         os.truncate(log, 0)
-        # Fewer bytes than before: a tailer can only see a truncation while the file is
-        # shorter than what it has read (the same limit as mtail's and grok_exporter's).
+        # Fewer bytes than before: the file is shorter than what was read.
         second, s2 = windows(line, 10, 2)
         server.write(second.encode())
         m = exporter.wait_for(counted(7, s1 + s2), "the lines after copytruncate")
     assert m.reopens == 1
     assert_exactly(settle(exporter), 7, s1 + s2)
+
+
+def test_copytruncate_refilled_past_the_old_offset_counts_every_new_line(
+    start_exporter: StartExporter, tmp_path: Path, line: Line
+):
+    """More bytes than before by the next poll: by size alone the file only grew (mtail's and
+    grok_exporter's limit); the exporter sees the truncation by the file's first bytes."""
+    log = tmp_path / "sglang.log"
+    log.touch()
+    exporter = follow(start_exporter, log)
+    exporter.wait_state("following")
+    with log.open("ab", buffering=0) as server:
+        first, s1 = windows(line, 0, 3)
+        server.write(first.encode())
+        exporter.wait_for(counted(3, s1), "the lines before copytruncate")
+        shutil.copyfile(log, tmp_path / "sglang.log.1")
+        second, s2 = windows(line, 10, 12)
+        os.truncate(log, 0)
+        server.write(second.encode())  # one write, microseconds after the truncation
+        m = exporter.wait_for(counted(15, s1 + s2), "all 12 lines after copytruncate")
+    assert m.reopens == 1
+    assert_exactly(settle(exporter), 15, s1 + s2)
 
 
 def test_copy_leaves_original_alone(start_exporter: StartExporter, tmp_path: Path, line: Line):

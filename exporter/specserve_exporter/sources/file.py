@@ -4,8 +4,18 @@ Polling, not inotify: it works on every filesystem (overlay, NFS, bind mounts in
 one stat() per interval is nothing next to SGLang's output rate. Handles: start at the end (default)
 or the beginning; the file missing at start, deleted, or recreated; rotation by rename + create
 (the old file is read to its end first); copytruncate and truncation (restart from offset 0); a
-partial last line (held until its newline arrives, or passed on when the file is rotated away);
-permission errors (reported, retried).
+partial last line (held until its newline arrives, or passed on when the file is rotated away or
+truncated); permission errors (reported, retried).
+
+Truncation is detected by content, not only by size. mtail and grok_exporter see it only while
+the file is shorter than what they have read; under copytruncate a busy server refills the file
+past that offset before the next poll, and everything it wrote up to the old offset is skipped
+(200k lines, copytruncate every 20k at 40k lines/s: 176,900 counted). So each source keeps a
+fingerprint of the file's first FINGERPRINT_SIZE bytes and checks it after every read: different
+first bytes mean the file was truncated and rewritten, however long it now is, and reading
+restarts at offset 0. What is lost is only what was written between the last read and the
+truncation. (A rewrite whose first FINGERPRINT_SIZE bytes equal the old ones is invisible; log
+lines start with a timestamp and carry counters, so that does not happen with real logs.)
 """
 
 from __future__ import annotations
@@ -20,6 +30,9 @@ from .base import LineBuffer, LineSink, Source, SourceState
 # its heap: 4 MiB reads got fresh mmap'ed pages every time and spent more in page faults (0.15 s
 # per 180 MB) than in copying (0.04 s at 512 KiB).
 READ_SIZE = 512 * 1024
+# Enough bytes to hold several log lines (timestamps, counters), so two generations of a file
+# never share them; one pread of this size per read buffer costs nothing.
+FINGERPRINT_SIZE = 1024
 
 
 class FileSource(Source):
@@ -43,6 +56,12 @@ class FileSource(Source):
         self._fd: int | None = None
         self._ino: tuple[int, int] | None = None
         self._offset = 0
+        # The file's first bytes as last seen (up to FINGERPRINT_SIZE): which "generation" of
+        # the file the offset belongs to.
+        self._fingerprint = b""
+        # A partial last line left in the file at the last read: passed on if the file is
+        # truncated before its newline arrives (it was read; only its end may be lost).
+        self._tail = b""
         self._first_open = True
         # Where "start at the end" points: the file's identity and size when the exporter
         # started. Taken with stat(), which needs no read permission, so lines written while
@@ -99,6 +118,11 @@ class FileSource(Source):
             self._offset = min(start[1], st.st_size)
         else:
             self._offset = 0
+        try:
+            self._fingerprint = os.pread(fd, FINGERPRINT_SIZE, 0)
+        except OSError:
+            self._fingerprint = b""  # unreadable (a directory, EIO): the first read reports it
+        self._tail = b""
         if not self._first_open:
             self.count_reopen()
         self._first_open = False
@@ -108,40 +132,67 @@ class FileSource(Source):
     def _read_available(self, *, to_the_end: bool = False) -> None:
         """Pass on every complete line written since the last read. A partial last line stays
         in the file, to be read again with its end, unless `to_the_end` (the file was rotated
-        away): then it goes to the line buffer, whose flush ends it."""
+        away): then it goes to the line buffer, whose flush ends it. Every read is checked
+        against the file's first bytes before it is passed on (see the module docstring)."""
         assert self._fd is not None
         buffer = self._read_buffer
         while True:
             try:
                 size = os.preadv(self._fd, [buffer], self._offset)
+                same = self._same_generation(buffer, size)
             except OSError as exc:
                 if exc.errno == errno.EINTR:
                     continue
                 self.set_state(SourceState.ERROR, f"read error on {self.path}: {exc.strerror}")
                 self._close()
                 return
+            if not same:
+                # Truncated since the last read: what was just read may already be the new
+                # content at the old offset, so it is dropped and read again from the top.
+                self._restart_from_top()
+                continue
             if not size:
                 return
             take = buffer.rfind(b"\n", 0, size) + 1
             if not take:
                 if size < READ_SIZE and not to_the_end:
+                    self._tail = bytes(memoryview(buffer)[:size])
                     return  # a partial last line: read it again once its newline is written
                 take = size  # a line longer than the read buffer: the line buffer joins it
             self._offset += take
+            self._tail = bytes(memoryview(buffer)[take:size]) if size < READ_SIZE else b""
             # The one copy of the data: the read buffer is reused, and staying in the CPU's
             # cache and mapped, it makes reads three times cheaper than a fresh buffer each.
             self._buffer.write(bytes(memoryview(buffer)[:take]))
 
+    def _same_generation(self, data: bytearray, size: int) -> bool:
+        """Whether the file still starts with the bytes it started with, read *after* `data`
+        (`size` bytes at the current offset): a truncation before that read changes them."""
+        assert self._fd is not None
+        head = os.pread(self._fd, FINGERPRINT_SIZE, 0)
+        known = len(self._fingerprint)
+        if head[:known] != self._fingerprint:
+            return False  # shorter than before (truncated) or rewritten with other bytes
+        overlap = min(size, len(head) - self._offset)
+        if overlap > 0 and data[:overlap] != head[self._offset : self._offset + overlap]:
+            return False  # the read saw other bytes than the file holds now: truncated between
+        if len(head) > known:
+            self._fingerprint = head  # the file grew: learn more of its first bytes
+        return True
+
+    def _restart_from_top(self) -> None:
+        """copytruncate or `> file`: what was read is gone; read the new content from 0. A
+        partial last line of the old content is passed on as a line, as at a rotation."""
+        if self._tail:
+            self._buffer.write(self._tail)
+            self._tail = b""
+        self._buffer.flush()
+        self._offset = 0
+        self._fingerprint = b""
+        self.count_reopen()
+
     def _check_rotation_and_truncation(self) -> None:
         assert self._fd is not None
-        size = os.fstat(self._fd).st_size
-        if size < self._offset:
-            # copytruncate or `> file`: what we had read is gone; start again from the top.
-            self._buffer.flush()
-            self._offset = 0
-            self.count_reopen()
-            self._read_available()
-            return
         try:
             st = os.stat(self.path)
         except FileNotFoundError:

@@ -1,0 +1,302 @@
+"""copytruncate without loss: FileSource detects a truncation by the file's first bytes, not only
+by its size, so a file refilled past the old offset between two polls is still read from 0.
+
+In-process (FileSource + a list sink) so each interleaving of writer, rotator and reader is exact;
+the end-to-end rotation matrix with the real exporter is in test_file_source.py. Lines are
+numbered, so a line lost, skipped or read twice is visible by its number.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from specserve_exporter.sources.file import FileSource
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.chunks: list[bytes] = []
+
+    def __call__(self, chunk: bytes) -> None:
+        self.chunks.append(chunk)
+
+    @property
+    def lines(self) -> list[bytes]:
+        return b"".join(self.chunks).splitlines()
+
+
+def numbered(start: int, count: int) -> bytes:
+    """Log-like lines with distinct numbers (and so distinct first bytes per generation)."""
+    return b"".join(
+        b"[2026-02-23 17:53:14 TP0] Decode batch, line %d, #running-req: %d\n" % (i, i % 7)
+        for i in range(start, start + count)
+    )
+
+
+def ids(lines: list[bytes]) -> list[int]:
+    return [int(line.split(b"line ")[1].split(b",")[0]) for line in lines]
+
+
+class Writer:
+    """A server's log descriptor: O_APPEND, kept open across truncations (copytruncate)."""
+
+    def __init__(self, path: Path) -> None:
+        self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self.path = path
+
+    def write(self, data: bytes) -> None:
+        os.write(self.fd, data)
+
+    def copytruncate(self) -> None:
+        """logrotate's copytruncate: copy to the backup, then truncate the original in place."""
+        backup = self.path.with_suffix(".log.1")
+        backup.write_bytes(self.path.read_bytes())
+        os.truncate(self.path, 0)
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+def follow(path: Path) -> tuple[FileSource, Sink]:
+    sink = Sink()
+    return FileSource(path, sink, from_beginning=True), sink
+
+
+def test_rewritten_longer_than_the_old_offset_between_polls_counts_every_new_line(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "sglang.log"
+    writer = Writer(log)
+    source, sink = follow(log)
+    writer.write(numbered(0, 10))
+    source.poll_once()
+    assert ids(sink.lines) == list(range(10))
+    # Between two polls: truncated, then refilled with three times as many bytes. By size
+    # alone this looks like a file that grew; the old code read from the old offset and lost
+    # lines 100..109 (the first 10 lines' worth of bytes).
+    writer.copytruncate()
+    writer.write(numbered(100, 30))
+    source.poll_once()
+    assert ids(sink.lines) == list(range(10)) + list(range(100, 130))
+    assert source.reopens() == 1
+    source.poll_once()
+    assert len(sink.lines) == 40, "nothing read twice"
+    writer.close()
+
+
+def test_rewritten_to_exactly_the_old_size_is_noticed(tmp_path: Path) -> None:
+    log = tmp_path / "sglang.log"
+    writer = Writer(log)
+    source, sink = follow(log)
+    old = numbered(10, 5)
+    writer.write(old)
+    source.poll_once()
+    writer.copytruncate()
+    new = numbered(50, 5)
+    assert len(new) == len(old)  # same size: neither shorter nor longer than the offset
+    writer.write(new)
+    source.poll_once()
+    assert ids(sink.lines) == [10, 11, 12, 13, 14, 50, 51, 52, 53, 54]
+    writer.close()
+
+
+def test_truncated_to_empty_then_written(tmp_path: Path) -> None:
+    log = tmp_path / "sglang.log"
+    writer = Writer(log)
+    source, sink = follow(log)
+    writer.write(numbered(0, 3))
+    source.poll_once()
+    writer.copytruncate()
+    source.poll_once()  # sees an empty file: a truncation, nothing to read yet
+    assert source.reopens() == 1
+    source.poll_once()
+    assert source.reopens() == 1, "an empty file is one truncation, not one per poll"
+    writer.write(numbered(10, 2))
+    source.poll_once()
+    assert ids(sink.lines) == [0, 1, 2, 10, 11]
+    writer.close()
+
+
+def test_partial_last_line_across_truncation_is_passed_on_then_new_lines_whole(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "sglang.log"
+    writer = Writer(log)
+    source, sink = follow(log)
+    writer.write(numbered(0, 2) + b"[2026-02-23 17:53:15 TP0] Decode ba")
+    source.poll_once()
+    assert ids(sink.lines) == [0, 1], "the partial line waits for its newline"
+    writer.copytruncate()
+    writer.write(numbered(20, 40))  # longer than the old content
+    source.poll_once()
+    # The partial line was read before the truncation: it is passed on as a (short) line, like
+    # mtail does, and the new file's lines arrive whole, none glued to it.
+    assert sink.lines[2] == b"[2026-02-23 17:53:15 TP0] Decode ba"
+    assert ids(sink.lines[:2] + sink.lines[3:]) == [0, 1, *range(20, 60)]
+    writer.close()
+
+
+def test_rename_rotation_still_drains_the_old_file(tmp_path: Path) -> None:
+    log = tmp_path / "sglang.log"
+    log.write_bytes(numbered(0, 3))
+    source, sink = follow(log)
+    source.poll_once()
+    with log.open("ab") as old:
+        old.write(numbered(3, 2))
+    log.rename(tmp_path / "sglang.log.1")
+    log.write_bytes(numbered(100, 50))  # the new file is longer than the old offset
+    source.poll_once()
+    source.poll_once()
+    assert ids(sink.lines) == [0, 1, 2, 3, 4, *range(100, 150)]
+    assert source.reopens() == 1
+
+
+def test_start_at_end_then_copytruncate_reads_the_new_content(tmp_path: Path) -> None:
+    log = tmp_path / "sglang.log"
+    writer = Writer(log)
+    writer.write(numbered(0, 20))  # before the exporter started: skipped
+    sink = Sink()
+    source = FileSource(log, sink)
+    source.poll_once()
+    assert sink.lines == []
+    writer.copytruncate()
+    writer.write(numbered(100, 40))
+    source.poll_once()
+    assert ids(sink.lines) == list(range(100, 140))
+    writer.close()
+
+
+class RacingSource(FileSource):
+    """Truncates and refills the file between a read and its check, once: the tightest race."""
+
+    def __init__(self, path: Path, sink: Sink, refill: bytes) -> None:
+        super().__init__(path, sink, from_beginning=True)
+        self.refill: bytes | None = refill
+
+    def _same_generation(self, data: bytearray, size: int) -> bool:
+        if self.refill is not None and size:
+            os.truncate(self.path, 0)
+            with self.path.open("ab") as f:
+                f.write(self.refill)
+            self.refill = None
+        return super()._same_generation(data, size)
+
+
+def test_truncation_between_a_read_and_its_check_drops_the_read_and_rereads(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "sglang.log"
+    log.write_bytes(numbered(0, 5))
+    sink = Sink()
+    source = RacingSource(log, sink, refill=numbered(100, 60))
+    source.poll_once()
+    # Lines 0-4 were read, but only after the truncation was their read checked: they may be
+    # lost (written between the last checked read and the truncation); lines 100+ may not.
+    assert ids(sink.lines) == list(range(100, 160))
+
+
+# --- property: any interleaving loses only lines still unread at a truncation -------------
+
+OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("write"), st.integers(1, 60)),
+        st.just(("poll", 0)),
+        st.just(("truncate", 0)),
+    ),
+    max_size=40,
+)
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(ops=OPS)
+def test_any_interleaving_loses_only_what_was_unread_at_a_truncation(
+    tmp_path: Path, ops: list[tuple[str, int]]
+) -> None:
+    log = tmp_path / f"p{time.monotonic_ns()}.log"
+    writer = Writer(log)
+    source, sink = follow(log)
+    expected: list[int] = []
+    unread: list[int] = []  # written since the last poll
+    next_id = 0
+    try:
+        for op, n in [*ops, ("poll", 0)]:
+            if op == "write":
+                writer.write(numbered(next_id, n))
+                unread += range(next_id, next_id + n)
+                next_id += n
+            elif op == "poll":
+                source.poll_once()
+                expected += unread
+                unread = []
+            else:
+                os.truncate(log, 0)
+                unread = []  # the only loss allowed: lines written since the last read
+        assert ids(sink.lines) == expected
+    finally:
+        writer.close()
+
+
+# --- stress: a real writer thread, copytruncate faster than the reader polls -------------
+
+
+def test_concurrent_copytruncate_loses_only_lines_unread_at_a_truncation(tmp_path: Path) -> None:
+    """A writer thread appends numbered lines and truncates every `every` lines, several times
+    per poll interval (the issue's case: the file is refilled past the old offset before the
+    next poll). Whatever the timing: no line twice; each generation of the file arrives as a
+    prefix (nothing skipped at its start or in its middle); and a line is lost only if no poll
+    ran from start to end between its write and its generation's truncation. The old size-only
+    check read each refilled generation from the old offset, skipping its start."""
+    log = tmp_path / "sglang.log"
+    writer = Writer(log)
+    source, sink = follow(log)
+    every, generations, batch = 100, 150, 10
+    written: list[tuple[int, float, int]] = []  # (first id of a batch, written at, generation)
+    truncated_at: list[float] = []
+    polls: list[tuple[float, float]] = []
+    done = threading.Event()
+
+    def write() -> None:
+        for g in range(generations):
+            for i in range(g * every, (g + 1) * every, batch):
+                writer.write(numbered(i, batch))
+                written.append((i, time.monotonic(), g))
+                time.sleep(0.0002)
+            if g < generations - 1:
+                truncated_at.append(time.monotonic())
+                os.truncate(log, 0)
+        done.set()
+
+    thread = threading.Thread(target=write)
+    thread.start()
+    while not done.is_set():
+        start = time.monotonic()
+        source.poll_once()
+        polls.append((start, time.monotonic()))
+        time.sleep(0.005)
+    thread.join()
+    source.poll_once()
+    writer.close()
+    got = ids(sink.lines)
+    assert len(got) == len(set(got)), "a line was read twice"
+    for g in range(generations):
+        generation = [i for i in got if g * every <= i < (g + 1) * every]
+        assert generation == list(range(g * every, g * every + len(generation))), (
+            f"generation {g} was not read from its start: {generation[:3]}..."
+        )
+    received = set(got)
+    must_have = [
+        first
+        for first, at, g in written
+        if g == generations - 1 or any(at <= p0 and p1 <= truncated_at[g] for p0, p1 in polls)
+    ]
+    missing = [first for first in must_have if first not in received]
+    assert not missing, f"lines read by no poll though one ran before their truncation: {missing}"
+    assert len(must_have) > len(written) // 10, "the test exercised too few polls to mean much"
