@@ -84,14 +84,20 @@ def human_readable_int(value: str) -> int:
         if suffix in iec:
             if "." in number:
                 raise argparse.ArgumentTypeError(
-                    f"Decimals are not allowed with IEC suffixes like '{suffix}'."
+                    f"Decimals are not allowed with IEC suffixes like '{suffix}'. "
+                    f"Use an integer IEC value such as '{int(Decimal(number))}{suffix}', "
+                    f"or an SI value such as '{number}{suffix[0]}'."
                 )
             return int(number) * iec[suffix]
         return int(Decimal(number) * si[suffix])
     try:
         return int(value)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"Invalid integer value: {value!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"Invalid integer value: '{value}'. "
+            "Use a plain integer, SI suffixes (1k, 1M), or IEC suffixes (1Ki, 1Mi). "
+            "Suffixes are case-sensitive."
+        ) from None
 
 
 def nullable_str(value: str) -> str | None:
@@ -120,44 +126,54 @@ def parse_cuda_graph_backend_arg(raw: str) -> str:
     return raw
 
 
-def parse_cuda_graph_config_arg(raw: str) -> dict[str, Any]:
-    """A JSON object of phase -> settings (upstream also checks each phase's keys)."""
-    try:
-        parsed = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise argparse.ArgumentTypeError(f"--cuda-graph-config must be JSON: {exc}") from None
-    if not isinstance(parsed, dict):
-        raise argparse.ArgumentTypeError(
-            f"--cuda-graph-config must be a JSON object, got {type(parsed).__name__}"
-        )
-    for phase, settings in parsed.items():
-        if phase not in ("decode", "prefill"):
+def _cuda_graph_config_type(check_backend: bool) -> Callable[[str], dict[str, Any]]:
+    """--cuda-graph-config's converter: a JSON object of phase -> settings object. The backend
+    check exists where the version has parse_cuda_graph_backend_arg (0.5.23). Upstream also
+    checks each phase's keys against a per-version list the option table does not carry; the
+    stand-in does not."""
+
+    def parse_cuda_graph_config_arg(raw: str) -> dict[str, Any]:
+        try:
+            parsed = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise argparse.ArgumentTypeError(f"--cuda-graph-config must be JSON: {exc}") from None
+        if not isinstance(parsed, dict):
             raise argparse.ArgumentTypeError(
-                f"--cuda-graph-config: unknown phase '{phase}', expected one of "
-                "('decode', 'prefill')"
+                f"--cuda-graph-config must be a JSON object, got {type(parsed).__name__}"
             )
-        if not isinstance(settings, dict):
-            raise argparse.ArgumentTypeError(
-                f"--cuda-graph-config['{phase}'] must be a JSON object, got "
-                f"{type(settings).__name__}"
-            )
-        if "backend" in settings:
-            parse_cuda_graph_backend_arg(settings["backend"])
-    return parsed
+        for phase, settings in parsed.items():
+            if str(phase) not in ("decode", "prefill"):
+                raise argparse.ArgumentTypeError(
+                    f"--cuda-graph-config: unknown phase '{phase}', expected one of "
+                    "('decode', 'prefill')"
+                )
+            if not isinstance(settings, dict):
+                raise argparse.ArgumentTypeError(
+                    f"--cuda-graph-config['{phase}'] must be a JSON object, got "
+                    f"{type(settings).__name__}"
+                )
+            if check_backend and "backend" in settings:
+                parse_cuda_graph_backend_arg(settings["backend"])
+        return parsed
+
+    return parse_cuda_graph_config_arg
 
 
-VALUE_TYPES: dict[str | None, Callable[[str], Any] | None] = {
-    None: None,
-    "str": str,
-    "int": int,
-    "float": float,
-    "human_readable_int": human_readable_int,
-    "nullable_str": nullable_str,
-    "loads": loads,
-    "json_list_type": json_list_type,
-    "parse_cuda_graph_backend_arg": parse_cuda_graph_backend_arg,
-    "parse_cuda_graph_config_arg": parse_cuda_graph_config_arg,
-}
+def value_types(contract: SGLangContract) -> dict[str | None, Callable[[str], Any] | None]:
+    """Converters by upstream's type function name, as that version defines them."""
+    check_backend = any(o.type_name == "parse_cuda_graph_backend_arg" for o in contract.options)
+    return {
+        None: None,
+        "str": str,
+        "int": int,
+        "float": float,
+        "human_readable_int": human_readable_int,
+        "nullable_str": nullable_str,
+        "loads": loads,
+        "json_list_type": json_list_type,
+        "parse_cuda_graph_backend_arg": parse_cuda_graph_backend_arg,
+        "parse_cuda_graph_config_arg": _cuda_graph_config_type(check_backend),
+    }
 
 
 def _deprecated_warning(option_string: str, new_flag: str | None) -> None:
@@ -190,7 +206,11 @@ def _deprecated_action(opt: Option) -> type[argparse.Action]:
     return Deprecated
 
 
-def _add_option(parser: argparse.ArgumentParser, opt: Option) -> None:
+def _add_option(
+    parser: argparse.ArgumentParser,
+    opt: Option,
+    types: dict[str | None, Callable[[str], Any] | None],
+) -> None:
     kwargs: dict[str, Any] = {"dest": opt.dest, "default": opt.default, "help": opt.help}
     if opt.required:
         kwargs["required"] = True
@@ -204,12 +224,12 @@ def _add_option(parser: argparse.ArgumentParser, opt: Option) -> None:
         positive = [f for f in flags if not f.startswith("--no-")]
         parser.add_argument(*positive, action=argparse.BooleanOptionalAction, **kwargs)
         return
-    if opt.type_name not in VALUE_TYPES:
+    if opt.type_name not in types:
         raise OptionTableError(
             f"{flags[0]}: value type {opt.type_name!r} is unknown to the stand-in; "
-            "add a converter to specserve/standin/args.py VALUE_TYPES"
+            "add a converter to specserve/standin/args.py value_types"
         )
-    value_type = VALUE_TYPES[opt.type_name]
+    value_type = types[opt.type_name]
     if action in ("DeprecatedStoreTrueAction", "DeprecatedStoreConstAction",
                   "DeprecatedAliasStoreAction"):  # fmt: skip
         nargs = 0 if not opt.takes_value else opt.nargs
@@ -242,8 +262,9 @@ def build_parser(contract: SGLangContract) -> argparse.ArgumentParser:
             "SPECSERVE_STANDIN_* environment variables (docs/standin.md)."
         ),
     )
+    types = value_types(contract)
     for opt in contract.options:
-        _add_option(parser, opt)
+        _add_option(parser, opt, types)
     return parser
 
 
