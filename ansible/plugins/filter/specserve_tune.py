@@ -22,6 +22,7 @@ try:
     from specserve.profile.checks import CheckOptions, run_checks
     from specserve.profile.model import profile_from_document
     from specserve.profile.schema import schema_issues
+    from specserve.profile.variants import speculative_max_running_requests
 except ImportError:  # pragma: no cover - depends on how ansible-playbook was started
     run_checks = None  # type: ignore[assignment]
 
@@ -64,13 +65,21 @@ def profile_edit(
     """`text` (a profile) with its speculation switched off or retuned, and/or a new baseline.
 
     speculative: "off" removes the drafter block (the baseline: the same profile, no
-    speculation); a mapping sets drafter.num_steps / eagle_topk / num_draft_tokens and, when it
-    has `nccl_preset`, nccl.preset. baseline: the `baseline` block (`specserve bench
+    speculation) with server.max_running_requests pinned to the speculative run's; a mapping
+    sets drafter.num_steps / eagle_topk / num_draft_tokens and, when it has `nccl_preset`,
+    nccl.preset. baseline: the `baseline` block (`specserve bench
     baseline-from` output, with or without its `baseline:` key) replaces the profile's.
     """
     doc = _load(text)
     if speculative == "off":
+        # Like for like: the baseline runs with the running-request cap the speculative server
+        # has (its own value, else the 48 SGLang applies under speculation), not uncapped.
+        cap = speculative_max_running_requests(doc)
         doc.pop("drafter", None)
+        if cap is not None:
+            if not isinstance(doc.get("server"), dict):
+                doc["server"] = {}
+            doc["server"]["max_running_requests"] = cap
     elif isinstance(speculative, dict):
         drafter = doc.get("drafter")
         if not isinstance(drafter, dict) or drafter.get("algorithm") in (None, "none"):
