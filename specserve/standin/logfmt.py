@@ -1,10 +1,12 @@
 """SGLang's scheduler log format, as the stand-in prints it.
 
-Read from upstream `python/sglang/srt/observability/scheduler_metrics_mixin.py`
-(`report_prefill_stats` / `report_decode_stats`, 2026) and `run_scheduler_process`'s prefix rule:
-` DP<n>` when data parallel is on, ` PP<n>` when pp > 1, ` TP<n>` when tp > 1, ` EP<n>` when
-ep > 1, inside `[%(asctime)s...]`, date format `%Y-%m-%d %H:%M:%S`, `.%03d` milliseconds when
-SGLANG_LOG_MS is set. Only the first rank prints stats lines, so the stand-in prints rank 0.
+Read from SGLang's `sglang/srt/managers/scheduler_components/metrics_reporter.py`
+(`report_prefill_stats` / `report_decode_stats`, 0.5.21 and 0.5.23: the same for the fields
+printed here) and `configure_scheduler_process`'s prefix rule (see rank_prefix), inside
+`[%(asctime)s...]`, date format `%Y-%m-%d %H:%M:%S`, `.%03d` milliseconds when SGLANG_LOG_MS is
+set (`configure_logger`). Only the first rank prints stats lines, so the stand-in prints rank 0.
+tests/standin/test_log_corpus.py checks every line shape against a corpus printed by SGLang's own
+code.
 """
 
 from __future__ import annotations

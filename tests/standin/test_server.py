@@ -14,6 +14,8 @@ import requests
 from specserve.standin.behaviour import SpecShape, accept_length, model_throughput
 from tests.standin.helpers import DECODE_RE, PREFILL_RE, make_drafter
 
+MODELS = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "models"
+
 EAGLE3_FLAGS = (
     "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
     "--speculative-num-draft-tokens", "4", "--decode-log-interval", "10",
@@ -244,6 +246,28 @@ def test_eagle_on_an_eagle3_drafter_accepts_nothing(start_standin, tmp_path: Pat
     # NEXTN is an alias of EAGLE: same signature.
     nextn = start_standin(*_spec("NEXTN", drafter))
     assert all(m["accept_len"] == "1.00" for m in _decode_for(nextn, lines=1))
+
+
+def test_eagle_on_the_mla_eagle3_drafter_accepts_nothing(start_standin, tmp_path: Path) -> None:
+    # SGLang's registry serves kimi-k2.5-eagle3-mla as an EAGLE-3 drafter; no "Eagle3" suffix.
+    drafter = make_drafter(tmp_path, "Eagle3DeepseekV2ForCausalLM")
+    wrong = start_standin(*_spec("eagle", drafter))
+    assert all(m["accept_len"] == "1.00" for m in _decode_for(wrong, lines=1))
+
+
+def test_upstream_defaults_and_decode_graph_switches(start_standin, tmp_path: Path) -> None:
+    drafter = make_drafter(tmp_path, "LlamaForCausalLMEagle3")
+    server = start_standin(
+        "--model-path", str(MODELS / "Llama-3.1-8B-Instruct"), "--speculative-algorithm",
+        "eagle3", "--speculative-draft-model-path", str(drafter), "--decode-log-interval", "10",
+        "--cuda-graph-backend-decode", "disabled",
+    )  # fmt: skip
+    info = requests.get(server.url + "/server_info", timeout=5).json()
+    tree = [info[f"speculative_{k}"] for k in ("num_steps", "eagle_topk", "num_draft_tokens")]
+    assert tree == [5, 4, 8] and info["speculative_algorithm"] == "EAGLE3"
+    assert info["max_running_requests"] == 48
+    assert any("Max running requests is reset to 48" in line for line in server.lines())
+    assert all(m["graph"] == "False" for m in _decode_for(server, lines=1))
 
 
 def test_disable_cuda_graph_prints_false_and_runs_slower(start_standin, tmp_path: Path) -> None:

@@ -195,3 +195,21 @@ def test_decode_line_matches_the_documented_format() -> None:
     assert DECODE_RE.match(line)
     baseline = decode_line(DecodeStats(2, 10, 0.0, None, None, False, 5.0, 1))
     assert "accept len" not in baseline and "cuda graph: False" in baseline
+
+
+def test_an_action_or_type_the_stand_in_cannot_mimic_fails_the_build() -> None:
+    # A new SGLang version with a new argparse action must be taught, not silently accepted.
+    import dataclasses
+
+    from specserve.standin.args import OptionTableError, build_parser
+    from specserve.upstream import sglang_contract
+
+    contract = sglang_contract()
+    for change in ({"action": "append"}, {"type_name": "parse_something_new"}):
+        opts = tuple(
+            dataclasses.replace(o, **change) if o.dest == "port" else o for o in contract.options
+        )
+        clone = object.__new__(type(contract))
+        clone.__dict__.update(contract.__dict__, options=opts)
+        with pytest.raises(OptionTableError, match="--port"):
+            build_parser(clone)
