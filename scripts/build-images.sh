@@ -3,7 +3,10 @@
 #
 #   scripts/build-images.sh                 exporter + standin FROM python, sglang FROM lmsysorg/sglang
 #   scripts/build-images.sh --local-base    exporter + standin FROM specserve-local/bookworm-python
-#                                           (CI: nothing can be pulled; the GPU image is not built)
+#                                           (CI: nothing can be pulled)
+#   --local-base --images sglang            sglang FROM specserve-local/sglang, a CPU-only stand-in
+#                                           for lmsysorg/sglang built here first
+#                                           (docker/sglang-local-base: real sglang, CPU torch)
 #   --images a,b       build only these (exporter, standin, sglang)
 #   --wheelhouse-only  stop after the wheelhouse
 #
@@ -36,18 +39,13 @@ while [[ $# -gt 0 ]]; do
     --images) images=${2:?--images needs a comma-separated list}; shift ;;
     --images=*) images=${1#--images=} ;;
     --wheelhouse-only) wheelhouse_only=1 ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     *) echo "build-images.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
 done
 if [[ -z $images ]]; then
   if (( local_base )); then images="exporter,standin"; else images="exporter,standin,sglang"; fi
-fi
-if (( local_base )) && [[ ,$images, == *,sglang,* ]]; then
-  echo "build-images.sh: the sglang image is built only FROM the real lmsysorg/sglang image," \
-    "never from the local base; drop it from --images" >&2
-  exit 2
 fi
 
 # One value out of versions.yaml, e.g. `pin upstream_images.python.tag`.
@@ -68,7 +66,12 @@ version=$("$PY" -c 'import tomllib,sys; print(tomllib.load(open(sys.argv[1],"rb"
 
 # --- wheelhouse -------------------------------------------------------------------------------
 pythons=$("$PY" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
-[[ ,$images, == *,sglang,* ]] && pythons="$pythons $SGLANG_PYTHONS"
+# FROM the local base, the SGLang image's Python is known (and the host's, so the wheelhouse of
+# the other images serves it unchanged, and every layer stays cached).
+if [[ ,$images, == *,sglang,* ]]; then
+  if (( local_base )); then pythons="$pythons $(pin upstream_images.local_base.tag)"
+  else pythons="$pythons $SGLANG_PYTHONS"; fi
+fi
 pythons=$(tr ' ' '\n' <<<"$pythons" | sort -u | tr '\n' ' ')
 
 src_hash=$(cd "$ROOT" && {
@@ -153,6 +156,56 @@ else
   python_base="$(pin upstream_images.python.repository):$(pin upstream_images.python.tag)"
 fi
 sglang_base="$(pin upstream_images.sglang.repository):$(pin upstream_images.sglang.tag)"
+sglang_version=$(pin sglang.pinned)
+
+# --- CI's stand-in for the SGLang base (--local-base --images sglang) ---------------------------
+# The real sglang package and exactly the pins versions.yaml names (sglang.venv_packages, as the
+# contract venvs of scripts/setup/sglang.sh, plus sglang.local_base_packages), all --no-deps,
+# downloaded through pip's cache (~/.cache/pip, which sglang.sh fills too) and the local
+# find-links (the CPU torch wheel) into a wheelhouse of its own, so the small context of the
+# other images stays small. The base is rebuilt only when that set changes (its label).
+if (( local_base )) && [[ ,$images, == *,sglang,* ]]; then
+  sglang_base="$(pin upstream_images.sglang_local_base.repository):$(pin upstream_images.sglang_local_base.tag)"
+  base_py=$(pin upstream_images.local_base.tag)
+  base_ctx=$ROOT/build/sglang-base-context
+  requirements=$("$PY" - "$ROOT/versions.yaml" <<'PYEOF'
+import sys, yaml
+section = yaml.safe_load(open(sys.argv[1], encoding="utf-8"))["sglang"]
+pins = [f"sglang=={section['pinned']}", *section["venv_packages"], *section["local_base_packages"]]
+print("\n".join(pins))
+PYEOF
+)
+  base_hash=$({ echo "$requirements"; echo "python=$base_py"
+    sha256sum "$ROOT/docker/sglang-local-base/Dockerfile"; } | sha256sum | cut -d' ' -f1)
+  if [[ $(docker image inspect --format '{{ index .Config.Labels "io.specserve.inputs" }}' \
+      "$sglang_base" 2>/dev/null) == "$base_hash" ]]; then
+    echo "SGLang local base $sglang_base up to date"
+  else
+    start=$SECONDS
+    mkdir -p "$base_ctx/wheelhouse"
+    if [[ $(cat "$base_ctx/wheelhouse/.stamp" 2>/dev/null) != "$base_hash" ]]; then
+      rm -rf "$base_ctx/wheelhouse" && mkdir -p "$base_ctx/wheelhouse"
+      echo "$requirements" >"$base_ctx/wheelhouse/requirements.txt"
+      # Every manylinux tag bookworm's glibc (2.36) runs: sglang's own wheel is manylinux_2_34.
+      platforms=()
+      for minor in $(seq 17 36); do platforms+=(--platform "manylinux_2_${minor}_x86_64"); done
+      "$PY" -m pip download --quiet --no-deps --dest "$base_ctx/wheelhouse" --only-binary=:all: \
+        --python-version "$base_py" --implementation cp "${platforms[@]}" \
+        --platform manylinux2014_x86_64 --platform linux_x86_64 \
+        --requirement "$base_ctx/wheelhouse/requirements.txt" || {
+        echo "build-images.sh: pip could not download the SGLang local base's pins" \
+          "(versions.yaml sglang.venv_packages / local_base_packages); fix the pins or the index" >&2
+        exit 1
+      }
+      echo "$base_hash" >"$base_ctx/wheelhouse/.stamp"
+    fi
+    docker build --quiet -f "$ROOT/docker/sglang-local-base/Dockerfile" \
+      --build-arg "BASE_IMAGE=$python_base" --build-arg "SGLANG_VERSION=$sglang_version" \
+      --label "io.specserve.inputs=$base_hash" -t "$sglang_base" "$base_ctx" >/dev/null
+    size=$(docker image inspect --format '{{.Size}}' "$sglang_base")
+    echo "built $sglang_base FROM $python_base in $((SECONDS - start)) s, $((size / 1000000)) MB"
+  fi
+fi
 
 IFS=, read -r -a wanted <<<"$images"
 for name in "${wanted[@]}"; do
@@ -164,8 +217,10 @@ for name in "${wanted[@]}"; do
   ref="$(pin "specserve_images.$name.repository"):$(pin "specserve_images.$name.tag")"
   dockerfile="$ROOT/$(pin "specserve_images.$name.dockerfile")"
   start=$SECONDS
+  extra=()
+  [[ $name == sglang ]] && extra=(--build-arg "SGLANG_VERSION=$sglang_version")
   docker build --quiet -f "$dockerfile" \
-    --build-arg "BASE_IMAGE=$base" --build-arg "SPECSERVE_VERSION=$version" \
+    --build-arg "BASE_IMAGE=$base" --build-arg "SPECSERVE_VERSION=$version" "${extra[@]}" \
     -t "$ref" "$CTX" >/dev/null
   size=$(docker image inspect --format '{{.Size}}' "$ref")
   echo "built $ref FROM $base in $((SECONDS - start)) s, $((size / 1000000)) MB"

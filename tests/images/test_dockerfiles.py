@@ -73,6 +73,10 @@ AGREEMENTS: list[Agreement] = [
     Agreement("docker/exporter/Dockerfile", dockerfile_arg("BASE_IMAGE"), image_ref("python")),
     Agreement("docker/standin/Dockerfile", dockerfile_arg("BASE_IMAGE"), image_ref("python")),
     Agreement("docker/sglang/Dockerfile", dockerfile_arg("SPECSERVE_VERSION"), project_version),
+    # The SGLang version the image declares ($SPECSERVE_SGLANG_VERSION) is the one its base ships.
+    Agreement("docker/sglang/Dockerfile", dockerfile_arg("SGLANG_VERSION"), lambda: VERSIONS["sglang"]["pinned"]),  # noqa: E501
+    Agreement("docker/sglang-local-base/Dockerfile", dockerfile_arg("BASE_IMAGE"), image_ref("local_base")),  # noqa: E501
+    Agreement("docker/sglang-local-base/Dockerfile", dockerfile_arg("SGLANG_VERSION"), lambda: VERSIONS["sglang"]["pinned"]),  # noqa: E501
     Agreement("docker/exporter/Dockerfile", dockerfile_arg("SPECSERVE_VERSION"), project_version),
     Agreement("docker/standin/Dockerfile", dockerfile_arg("SPECSERVE_VERSION"), project_version),
     Agreement("ansible/roles/server/defaults/main.yml", yaml_key("server_image"), lambda: f"{VERSIONS['specserve_images']['sglang']['repository']}:{VERSIONS['specserve_images']['sglang']['tag']}"),  # noqa: E501
@@ -129,6 +133,24 @@ def test_sglang_image_bakes_the_default_nccl_preset() -> None:
     assert baked == PRESETS["default"].env
     assert 'io.specserve.nccl-preset="default"' in text
     assert re.search(r'ENTRYPOINT \["specserve-launch"\]', text)
+
+
+def test_sglang_image_runs_as_non_root_and_declares_its_sglang_version() -> None:
+    text = (ROOT / "docker/sglang/Dockerfile").read_text()
+    assert re.search(r"^USER 10001:10001$", text, flags=re.MULTILINE)
+    # The launcher checks and renders for this version (specserve/profile/sglang.py).
+    assert re.search(r"SPECSERVE_SGLANG_VERSION=\$\{SGLANG_VERSION\}", text)
+    # build-images.sh passes versions.yaml's pin, not only the ARG default.
+    script = (ROOT / "scripts/build-images.sh").read_text()
+    assert 'sglang_version=$(pin sglang.pinned)' in script
+    assert '--build-arg "SGLANG_VERSION=$sglang_version"' in script
+
+
+def test_sglang_local_base_tag_names_the_pinned_version() -> None:
+    # CI's stand-in for lmsysorg/sglang must hold the same SGLang as the upstream tag.
+    tag = VERSIONS["upstream_images"]["sglang_local_base"]["tag"]
+    assert tag.startswith(f"v{VERSIONS['sglang']['pinned']}-cpu-py"), tag
+    assert tag.endswith(f"py{VERSIONS['upstream_images']['local_base']['tag']}"), tag
 
 
 def test_exporter_image_is_non_root_with_healthcheck() -> None:
