@@ -24,11 +24,11 @@ STANDIN = REPO / "profiles" / "standin-cpu.yaml"
 BIN = Path(sys.executable).parent
 
 
-def _wait_http(url: str, timeout: float) -> None:
+def _wait_http(url: str, timeout: float, request_timeout: float = 1) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            if requests.get(url, timeout=1).status_code == 200:
+            if requests.get(url, timeout=request_timeout).status_code == 200:
                 return
         except requests.ConnectionError:
             pass
@@ -65,7 +65,9 @@ def serving(tmp_path: Path, acceptance: float | None) -> Iterator[dict[str, str]
                  "--profile", str(profile), "--listen-address", f"127.0.0.1:{metrics}"],
                 stdout=out, stderr=subprocess.STDOUT, env=env,
             ))  # fmt: skip
-        _wait_http(f"http://127.0.0.1:{port}/health", 20)
+        # Like the pod's readiness probe: /health_generate generates a token and, as SGLang's,
+        # takes at least 1 s and up to 20 s to answer, so each request may take 30 s.
+        _wait_http(f"http://127.0.0.1:{port}/health_generate", 60, request_timeout=30)
         _wait_http(f"http://127.0.0.1:{metrics}/healthz", 20)
         yield {
             "SPECSERVE_TEST_API_URL": f"http://127.0.0.1:{port}",
