@@ -87,6 +87,27 @@ def test_health_waits_for_the_scheduler_like_upstream(start_standin) -> None:
     assert requests.post(server.url + "/health_generate", timeout=5).status_code == 405
 
 
+def test_health_times_out_marks_unhealthy_and_recovers(start_standin, tmp_path: Path) -> None:
+    behaviour = tmp_path / "behaviour.json"
+    behaviour.write_text('{"throughput_scale": 1.0}')
+    server = start_standin(
+        env={
+            "SPECSERVE_STANDIN_BEHAVIOUR_FILE": str(behaviour),
+            "SGLANG_HEALTH_CHECK_TIMEOUT": "2",  # x TIME_SCALE 0.05: 0.1 s
+        }
+    )
+    # A scheduler step now takes (1/90 s) / 0.001 = 11 s of model time, 0.55 s of wall time.
+    behaviour.write_text('{"throughput_scale": 0.001}')
+    assert requests.get(server.url + "/health", timeout=10).status_code == 503
+    assert requests.get(server.url + "/ready", timeout=5).status_code == 503
+    failed = [line for line in server.lines() if "Health check failed." in line]
+    assert failed and "couldn't get a response from detokenizer for last 2 seconds" in failed[0]
+    behaviour.write_text('{"throughput_scale": 1.0}')
+    time.sleep(1.0)  # the slow step ends; a health check that sees output marks it up again
+    assert requests.get(server.url + "/health", timeout=10).status_code == 200
+    assert requests.get(server.url + "/ready", timeout=5).status_code == 200
+
+
 def test_health_without_generation_env_answers_at_once(start_standin) -> None:
     server = start_standin(
         env={"SPECSERVE_STANDIN_TIME_SCALE": "1.0", "SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION": "0"}
