@@ -70,13 +70,23 @@ class Stack:
         os.replace(tmp, self.behaviour_file)
 
 
-def write_profile(path: Path, port: int, log: Path, behaviour: Path) -> None:
+def write_profile(
+    path: Path,
+    port: int,
+    log: Path,
+    behaviour: Path,
+    api_key_file: Path | None = None,
+    logging_extra: Mapping[str, Any] | None = None,
+) -> None:
     doc = yaml.safe_load(STANDIN_PROFILE.read_text(encoding="utf-8"))
     for section in ("target", "drafter"):
         # The copy lives in a temp dir: make the fixture model paths absolute.
         doc[section]["path"] = str((STANDIN_PROFILE.parent / doc[section]["path"]).resolve())
     doc["server"]["port"] = port
-    doc["logging"] = {"file": str(log), "decode_log_interval": DECODE_LOG_INTERVAL}
+    doc["logging"] = {"file": str(log), "decode_log_interval": DECODE_LOG_INTERVAL,
+                      **(logging_extra or {})}  # fmt: skip
+    if api_key_file is not None:
+        doc["server"]["api_key"] = {"file": str(api_key_file)}
     doc["env"] = {
         "SPECSERVE_STANDIN_LOAD_SECONDS": "0.3",
         "SPECSERVE_STANDIN_WARMUP_SECONDS": "0.2",
@@ -141,7 +151,15 @@ def missing_binaries() -> list[str]:
 
 
 @contextmanager
-def running_stack(workdir: Path, initial_behaviour: Mapping[str, float]) -> Iterator[Stack]:
+def running_stack(
+    workdir: Path,
+    initial_behaviour: Mapping[str, float],
+    api_key_file: Path | None = None,
+    launcher_env: Mapping[str, str] | None = None,
+    logging_extra: Mapping[str, Any] | None = None,
+) -> Iterator[Stack]:
+    """The chain; optionally with an API key file, extra launcher environment and logging
+    settings (the secrets matrix plants secrets and forces log rotation through these)."""
     missing = missing_binaries()
     # Installed by scripts/setup/system-packages.sh: absent means a broken setup, not a skip.
     assert not missing, f"{', '.join(missing)} not installed: run scripts/setup/system-packages.sh"
@@ -157,7 +175,7 @@ def running_stack(workdir: Path, initial_behaviour: Mapping[str, float]) -> Iter
         profile = workdir / "standin-profile.yaml"
         overrides = workdir / "overrides.yaml"
         rules = workdir / "rules" / "specserve.yml"
-        write_profile(profile, standin_port, log, behaviour)
+        write_profile(profile, standin_port, log, behaviour, api_key_file, logging_extra)
         stack = Stack(services, Prometheus(f"http://127.0.0.1:{prom_port}"), receiver,
                       f"http://127.0.0.1:{standin_port}", f"http://127.0.0.1:{am_port}",
                       behaviour, profile, rules)  # fmt: skip
@@ -166,7 +184,8 @@ def running_stack(workdir: Path, initial_behaviour: Mapping[str, float]) -> Iter
         render_rules(overrides, rules)
 
         path_env = {"PATH": f"{BINDIR}:{os.environ.get('PATH', '')}"}
-        services.start("standin", [str(BINDIR / "specserve-launch"), str(profile)], path_env)
+        services.start("standin", [str(BINDIR / "specserve-launch"), str(profile)],
+                       {**path_env, **(launcher_env or {})})  # fmt: skip
         wait_until("the stand-in's /health", http_ok(stack.standin_url + "/health"), 30,
                    services=services)  # fmt: skip
         services.start(

@@ -37,10 +37,12 @@ def _wait_http(url: str, timeout: float, request_timeout: float = 1) -> None:
 
 
 @contextmanager
-def serving(tmp_path: Path, acceptance: float | None) -> Iterator[dict[str, str]]:
+def serving(
+    tmp_path: Path, acceptance: float | None, api_key: str = "test-key"
+) -> Iterator[dict[str, str]]:
     port, metrics, log = free_port(), free_port(), tmp_path / "logs" / "sglang.log"
     key = tmp_path / "api-key"
-    key.write_text("test-key\n")
+    key.write_text(f"{api_key}\n")
     doc = yaml.safe_load(STANDIN.read_text())
     for section in ("target", "drafter"):
         doc[section]["path"] = str((STANDIN.parent / doc[section]["path"]).resolve())
