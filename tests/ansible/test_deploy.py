@@ -61,6 +61,11 @@ def test_from_nothing(deployment: Deployment) -> None:
     assert info["HostConfig"]["LogConfig"] == {
         "Type": "json-file", "Config": {"max-file": "5", "max-size": "100m"}}
     assert info["Config"]["Healthcheck"]["StartPeriod"] == 60 * 10**9
+    # Docker's liveness check asks "is it up" (/ready), never /health: SGLang's /health is
+    # /health_generate (a real generation, 503 only after 20 s) unless told otherwise.
+    assert info["Config"]["Healthcheck"]["Test"][-1].endswith(f":{deployment.server_port}/ready")
+    # The gate polled /health_generate with requests that outlast SGLang's 20 s.
+    assert "/health_generate" in run.output and "Start | gate on /health_generate" in run.output
     assert "gate passed" in run.output
     # The API key reached the server: the stand-in refuses requests without it.
     with pytest.raises(urllib.error.HTTPError) as refused:
