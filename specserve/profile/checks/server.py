@@ -112,7 +112,9 @@ def _extra_arg_issues(profile: Profile, contract: Contract) -> list[Issue]:
                 warning(
                     where,
                     f"{spelled} is deprecated in SGLang {version}",
-                    f"use {opt.new_flag} instead" if opt.new_flag else (opt.help or "see its help"),
+                    f"use {opt.new_flag} instead"
+                    if opt.new_flag
+                    else f"replace it as its help says: {opt.help or '(no help text)'}",
                 )
             )
     return issues
