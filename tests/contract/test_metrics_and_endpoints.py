@@ -25,6 +25,7 @@ from specserve.bench.client import describe_http_error
 from specserve.bench.server import SERVER_INFO_PATHS, ServerError, server_info
 from specserve.upstream import VERIFIED_VERSIONS, SGLangContract, sglang_contract
 from tests.contract.product_refs import CALL_SOURCES, METRIC_SOURCES, ROOT, EndpointCall, MetricRef
+from tests.contract.promql import selectors
 from tests.contract.sglang_venv import venv_python, venv_root
 from tests.standin.helpers import FAST_ENV, Standin, free_port
 
@@ -61,6 +62,28 @@ def test_every_metric_source_yields_references(source: str) -> None:
 def test_every_call_source_yields_calls(source: str) -> None:
     calls = CALL_SOURCES[source]()
     assert calls, f"{source}: no SGLang URL found; the collector no longer reads these files"
+
+
+@pytest.mark.parametrize(
+    ("expr", "expected"),
+    [
+        (
+            "histogram_quantile(0.9, sum by (instance, le) (rate(sglang:t_bucket[$__interval])))",
+            [("sglang:t_bucket", {"instance", "le"})],
+        ),
+        (
+            "(time() - max without (dp) (specserve_last)) and on () (sum by () (sglang:run) > 0)",
+            [("specserve_last", {"dp"}), ("sglang:run", set())],
+        ),
+        (
+            'sum(rate(sglang:a_total{job="$job", kind=~"x|y"}[5m])) by (pod) / ignoring(kind) b',
+            [("sglang:a_total", {"job", "kind", "pod"}), ("b", {"kind"})],
+        ),
+        ('{__name__="sglang:c", tp_rank="0"} offset 5m', [("sglang:c", {"tp_rank"})]),
+    ],
+)
+def test_the_promql_reader(expr: str, expected: list[tuple[str, set[str]]]) -> None:
+    assert [(s.name, set(s.labels)) for s in selectors(expr)] == expected
 
 
 def test_the_collectors_find_what_the_product_is_known_to_ask() -> None:
