@@ -87,12 +87,16 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     path = args.profile or Path(os.environ.get(PROFILE_ENV) or DEFAULT_PROFILE)
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():
         sys.stderr.write(f"specserve-launch: profile {path} not found (set ${PROFILE_ENV})\n")
         return EXIT_USAGE
     try:
         profile = load_profile(path)
     except ProfileError as exc:
+        if exc.usage:  # not a profile file at all (a directory, a FIFO, a symlink loop)
+            issue = exc.issues[0]
+            sys.stderr.write(f"specserve-launch: {issue.problem}. Fix: {issue.fix}\n")
+            return EXIT_USAGE
         sys.stderr.write(format_text(path, exc.issues))
         return EXIT_ERRORS
     # The image says which SGLang it holds ($SPECSERVE_SGLANG_VERSION); flags follow it.

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import json
+import os
+import stat
 import sys
 from pathlib import Path
 from typing import Any
@@ -22,12 +25,38 @@ EXIT_OK, EXIT_ERRORS, EXIT_USAGE = 0, 1, 2
 
 
 def _load(path: Path) -> tuple[Profile | None, list[Issue], int]:
-    if not path.is_file():
-        return None, [], EXIT_USAGE
     try:
         return load_profile(path), [], EXIT_OK
-    except ProfileError as exc:
-        return None, exc.issues, EXIT_ERRORS
+    except ProfileError as exc:  # a path that is no profile file (usage) or bad content
+        return None, exc.issues, EXIT_USAGE if exc.usage else EXIT_ERRORS
+
+
+def _usage_line(command: str, issues: list[Issue]) -> str:
+    """The one line for a path that is not a profile file: problem and fix."""
+    issue = issues[0]
+    return f"specserve {command}: {issue.problem}. Fix: {issue.fix}\n"
+
+
+def _weights_root_problem(root: Path) -> str | None:
+    """Why --weights-root cannot be searched (a loop, not a directory); None when it can, or
+    when it does not exist (then every model is reported as not on this machine)."""
+    try:
+        st = os.stat(root)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return (
+                f"--weights-root {root}: is a symlink loop (a link that leads back to itself). "
+                "Fix: point it at the directory holding the model directories"
+            )
+        return f"--weights-root {root}: {exc.strerror}. Fix: check the path"
+    if not stat.S_ISDIR(st.st_mode):
+        return (
+            f"--weights-root {root}: is not a directory. "
+            "Fix: give the directory holding the model directories"
+        )
+    return None
 
 
 def _version(command: str, args: argparse.Namespace) -> str | None:
@@ -46,7 +75,11 @@ def cmd_check(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     profile, issues, code = _load(path)
     if code == EXIT_USAGE:
-        sys.stderr.write(f"specserve check: {path}: no such file\n")
+        sys.stderr.write(_usage_line("check", issues))
+        return EXIT_USAGE
+    problem = _weights_root_problem(args.weights_root) if args.weights_root else None
+    if problem is not None:
+        sys.stderr.write(f"specserve check: {problem}\n")
         return EXIT_USAGE
     if profile is not None:
         options = CheckOptions(
@@ -67,7 +100,7 @@ def cmd_render(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     profile, issues, code = _load(path)
     if code == EXIT_USAGE:
-        sys.stderr.write(f"specserve render: {path}: no such file\n")
+        sys.stderr.write(_usage_line("render", issues))
         return EXIT_USAGE
     if profile is not None:
         issues = run_checks(profile, CheckOptions(configs_only=True, sglang_version=version))

@@ -6,6 +6,7 @@ has to re-check types; defaults mirror the schema's `default` annotations.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -145,7 +146,10 @@ def canonical_algorithm(name: str) -> str:
 def _resolve_local(path: str, base: Path | None) -> str:
     # Only explicitly relative paths are resolved: "org/name" must stay a Hugging Face id.
     if base is not None and (path.startswith("./") or path.startswith("../")):
-        return str((base / path).resolve())
+        try:
+            return str((base / path).resolve())
+        except (OSError, RuntimeError):  # a symlink loop: `check` names it for the field
+            return os.path.normpath(base / path)
     return path
 
 

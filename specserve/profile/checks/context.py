@@ -52,7 +52,11 @@ def _load(
         return directory, _read(directory)
     except ModelDirError as exc:
         ctx.issues.append(
-            error(field_name, str(exc), "download the model's config.json into the directory")
+            error(
+                field_name,
+                str(exc),
+                exc.fix or "download the model's config.json into the directory",
+            )
         )
         return directory, None
 

@@ -6,10 +6,17 @@ fails; checking shard presence and sizes first turns that into one clear error.
 
 from __future__ import annotations
 
+import stat
 from pathlib import Path
 
 from specserve.profile.checks.context import ModelContext
-from specserve.profile.hfconfig import INDEX_NAME, ModelDirError, read_index
+from specserve.profile.hfconfig import (
+    INDEX_NAME,
+    LOOP_FIX,
+    ModelDirError,
+    is_symlink_loop,
+    read_index,
+)
 from specserve.profile.issues import Issue, error, warning
 from specserve.profile.model import Profile
 
@@ -17,14 +24,38 @@ from specserve.profile.model import Profile
 HEADER_SLACK = 0.02
 
 
+def _size(path: Path) -> int | None:
+    """Bytes of a regular file behind `path`; None when it is missing, a symlink loop, or not
+    a regular file (a shard that is a FIFO or a directory is as good as missing)."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_size if stat.S_ISREG(st.st_mode) else None
+
+
+def _loop_issues(field_name: str, paths: list[Path]) -> list[Issue]:
+    loops = [p.name for p in paths if is_symlink_loop(p)]
+    if not loops:
+        return []
+    shown = ", ".join(loops[:5]) + (f" and {len(loops) - 5} more" if len(loops) > 5 else "")
+    return [error(field_name, f"weight files that are symlink loops: {shown}", LOOP_FIX)]
+
+
 def _dir_issues(field_name: str, directory: Path) -> list[Issue]:
+    if is_symlink_loop(directory):
+        return []  # reported once, by the config check, for the field
     try:
         index = read_index(directory)
     except ModelDirError as exc:
-        return [error(field_name, str(exc), "download the index again")]
+        return [error(field_name, str(exc), exc.fix or "download the index again")]
     if index is None:
         # Single-file checkpoints: one *.safetensors, or pytorch_model.bin (older drafters).
-        singles = sorted([*directory.glob("*.safetensors"), *directory.glob("*.bin")])
+        found = sorted([*directory.glob("*.safetensors"), *directory.glob("*.bin")])
+        loop_issues = _loop_issues(field_name, found)
+        if loop_issues:
+            return loop_issues
+        singles = [p for p in found if _size(p) is not None]
         if not singles:
             return [
                 error(
@@ -33,15 +64,16 @@ def _dir_issues(field_name: str, directory: Path) -> list[Issue]:
                     "download the weights, or use --configs-only for a config-only directory",
                 )
             ]
-        empty = [p.name for p in singles if p.stat().st_size == 0]
+        empty = [p.name for p in singles if _size(p) == 0]
         if empty:
             return [
                 error(field_name, f"empty weight files: {', '.join(empty)}", "download them again")
             ]
         return []
-    shards = sorted(set(index["weight_map"].values()))
-    issues: list[Issue] = []
-    missing = [s for s in shards if not (directory / s).is_file()]
+    shards = sorted({str(s) for s in index["weight_map"].values()})
+    sizes = {s: _size(directory / s) for s in shards}
+    issues: list[Issue] = _loop_issues(field_name, [directory / s for s in shards])
+    missing = [s for s in shards if sizes[s] is None and not is_symlink_loop(directory / s)]
     if missing:
         shown = ", ".join(missing[:5]) + (
             f" and {len(missing) - 5} more" if len(missing) > 5 else ""
@@ -55,15 +87,15 @@ def _dir_issues(field_name: str, directory: Path) -> list[Issue]:
                 "--configs-only to check configs alone",
             )
         )
-    present = [directory / s for s in shards if (directory / s).is_file()]
-    empty = [p.name for p in present if p.stat().st_size == 0]
+    present = [s for s in shards if sizes[s] is not None]
+    empty = [s for s in present if sizes[s] == 0]
     if empty:
         issues.append(
             error(field_name, f"empty shards: {', '.join(empty[:5])}", "download them again")
         )
     total = (index.get("metadata") or {}).get("total_size")
-    if not missing and isinstance(total, int) and total > 0:
-        on_disk = sum(p.stat().st_size for p in present)
+    if not missing and len(present) == len(shards) and isinstance(total, int) and total > 0:
+        on_disk = sum(sizes[s] or 0 for s in present)
         if on_disk < total:
             issues.append(
                 error(
