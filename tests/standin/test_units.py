@@ -22,6 +22,7 @@ from specserve.standin.behaviour import (
 )
 from specserve.standin.knobs import KnobError, load_knobs
 from specserve.standin.logfmt import DecodeStats, decode_line, rank_prefix
+from specserve.upstream import PINNED_VERSION
 from tests.standin.helpers import DECODE_RE
 
 BASE = ["--model-path", "/m"]
@@ -85,6 +86,10 @@ def test_knobs_reject_bad_values() -> None:
         load_knobs({"SPECSERVE_STANDIN_TIME_SCALE": "0"})
     knobs = load_knobs({"SPECSERVE_STANDIN_CRASH_AFTER_SECONDS": "1.5"})
     assert knobs.crash_after_seconds == 1.5 and knobs.crash_exit_code == 1
+    assert knobs.sglang_version == PINNED_VERSION
+    assert load_knobs({"SPECSERVE_STANDIN_SGLANG_VERSION": "0.5.23"}).sglang_version == "0.5.23"
+    with pytest.raises(KnobError, match="SGLANG_VERSION='0.4.0' has no SGLang contract data"):
+        load_knobs({"SPECSERVE_STANDIN_SGLANG_VERSION": "0.4.0"})
 
 
 # -- the behaviour model ------------------------------------------------------------------------
