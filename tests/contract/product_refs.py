@@ -307,6 +307,8 @@ def _task_call(task: dict[str, Any], path: str, variables: dict[str, Any]) -> En
         timeout = resolve(uri.get("timeout", 30), variables)  # the uri module's default: 30 s
         method = str(uri.get("method", "GET")).upper()
         role = "poll" if "health" in path else "call"
+        if re.search(r"\.status\b.*==\s*404", str(task.get("when", ""))):
+            role = "fallback"  # asked only when the previous request got a 404
         return EndpointCall(name, path, method, "Authorization" not in headers, role,
                             _seconds(timeout))  # fmt: skip
     poll = task.get("specserve_poll")

@@ -4,14 +4,18 @@ the script must pass; with every draft rejected (accept length 1.00) it must fai
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from types import ModuleType
 
 import requests
 import yaml
@@ -121,3 +125,54 @@ def test_fails_without_the_api_key(tmp_path: Path) -> None:
         result = _run_script(env)
     assert result.returncode == 1
     assert "HTTP 401" in result.stderr
+
+
+def _load_script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("check_serving", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses resolve annotations through it
+    spec.loader.exec_module(module)
+    return module
+
+
+@contextmanager
+def _old_sglang(missing: str) -> Iterator[tuple[str, list[str]]]:
+    """A server that answers 404 on `missing` and a server_info document anywhere else."""
+    asked: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            asked.append(self.path)
+            status = 404 if self.path == missing else 200
+            body = json.dumps({"version": "0.4.0", "speculative_algorithm": "EAGLE3"}).encode()
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", asked
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_server_info_falls_back_to_the_deprecated_alias_only_on_404(tmp_path: Path) -> None:
+    script = _load_script()
+    assert script.SERVER_INFO_PATHS == ("/server_info", "/get_server_info")
+    for missing, expected in (
+        ("/nothing", ["/server_info"]),  # a current SGLang: the alias is never asked
+        ("/server_info", ["/server_info", "/get_server_info"]),  # an older one
+    ):
+        with _old_sglang(missing) as (url, asked):
+            cfg = script.load_config({"SPECSERVE_TEST_API_URL": url})
+            summary = script.server_summary(cfg)
+        assert asked == expected
+        assert summary.startswith("SGLang 0.4.0, speculative algorithm EAGLE3"), summary

@@ -32,10 +32,17 @@ from prometheus_client.parser import text_string_to_metric_families
 from specserve.secrets import Redactor, secrets_in_server_info
 
 PROMPT = "Count from 1 to 300, one number per line, and nothing else."
+# SGLang's name first; its deprecated alias (a warning in SGLang's log on every call) only when
+# the server is too old to know the new name and answers 404.
+SERVER_INFO_PATHS = ("/server_info", "/get_server_info")
 
 
 class CheckFailed(Exception):
     """A check did not pass; the message says which and what was seen."""
+
+    def __init__(self, message: str, status: int = 0) -> None:
+        super().__init__(message)
+        self.status = status  # the HTTP status when the server answered one
 
 
 @dataclass(frozen=True)
@@ -97,7 +104,7 @@ def http(cfg: Config, url: str, body: dict[str, Any] | None = None) -> bytes:
             return payload
     except urllib.error.HTTPError as exc:
         detail = exc.read()[:300].decode("utf-8", "replace")
-        raise CheckFailed(f"{url}: HTTP {exc.code} {detail}") from exc
+        raise CheckFailed(f"{url}: HTTP {exc.code} {detail}", exc.code) from exc
     except OSError as exc:
         raise CheckFailed(f"{url}: {exc}") from exc
 
@@ -132,10 +139,21 @@ def scrape_all(cfg: Config) -> dict[str, Sample]:
     return {addr: scrape(cfg, addr) for addr in pod_addresses(cfg.pods_host, cfg.metrics_port)}
 
 
+def server_info(cfg: Config) -> bytes:
+    """/server_info, or /get_server_info from a server that answers 404 to the new name."""
+    new, old = SERVER_INFO_PATHS
+    try:
+        return http(cfg, f"{cfg.api_url}{new}")
+    except CheckFailed as exc:
+        if exc.status != 404:
+            raise
+    return http(cfg, f"{cfg.api_url}{old}")
+
+
 def server_summary(cfg: Config) -> str:
     """What the server runs, from /server_info, with every secret removed by value."""
     try:
-        info = json.loads(http(cfg, f"{cfg.api_url}/server_info"))
+        info = json.loads(server_info(cfg))
     except (CheckFailed, ValueError) as exc:
         return f"/server_info not readable here ({str(exc)[:120]})"
     if not isinstance(info, dict):
