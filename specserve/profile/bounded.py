@@ -209,7 +209,10 @@ def check_structure(text: str) -> None:
                 if stack:
                     stack[-1].size += size
     except yaml.YAMLError as exc:
-        raise InputError(_yaml_problem(exc), "fix the YAML syntax") from None
+        problem = _yaml_problem(exc)
+        if "nesting depth" in problem:  # libyaml's own cap (1000) on flow collections
+            raise InputError(problem, "flatten the structure (a profile nests 4 levels)") from None
+        raise InputError(problem, "fix the YAML syntax") from None
 
 
 def _yaml_problem(exc: yaml.YAMLError) -> str:

@@ -39,7 +39,9 @@ def read_document(path: Path | str) -> Any:
         check_structure(text)
         return load_yaml(text)
     except InputError as exc:
-        raise ProfileError(path, [error("(file)", exc.problem, exc.fix)], usage=exc.usage) from None
+        problem = exc.problem if exc.problem.startswith(str(path)) else f"{path}: {exc.problem}"
+        issue = error("(file)", problem, exc.fix)
+        raise ProfileError(path, [issue], usage=exc.usage) from None
 
 
 def load_profile(path: Path | str) -> Profile:
