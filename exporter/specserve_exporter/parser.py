@@ -90,6 +90,15 @@ FIELD_NAMES: dict[bytes, str] = {
     b"est. read BW (GB/s per GPU)": "read_bw_gbps_per_gpu",
     b"est. write BW (GB/s per GPU)": "write_bw_gbps_per_gpu",
     b"fwd occupancy": "fwd_occupancy",
+    b"fwd+idle occupancy": "fwd_idle_occupancy",
+    b"#replay-token": "replay_tokens",
+    b"#optimistic-req": "optimistic_requests",
+    b"#host-receive-req": "host_receive_requests",
+    b"cap len": "cap_length",
+    b"block accept len": "block_accept_length",
+    b"est. prefill TFLOPS/s (per GPU)": "prefill_tflops_per_gpu",
+    # DSPARK's online estimate of the uncapped accept length, "2.67 [1.67, 3.67]": mid [lo, hi].
+    b"est uncap acc len": "uncapped_accept_length_estimate",
 }
 GRAPH_LABELS: dict[bytes, str] = {
     b"cuda graph": "cuda",
@@ -182,7 +191,7 @@ def parse_line(line: bytes) -> StatsLine | Rejected | None:
         return Rejected(Reason.MALFORMED, line)
     parsed = StatsLine(kind=kind, ranks=ranks)
     values = parsed.values
-    for part in body.split(b", "):
+    for part in split_fields(body):
         name, sep, raw = part.partition(b": ")
         if not sep:
             parsed.unknown_fields += 1
@@ -207,6 +216,48 @@ def parse_line(line: bytes) -> StatsLine | Rejected | None:
         if required not in values:
             return Rejected(Reason.MISSING_FIELD, line)
     return parsed
+
+
+def split_fields(body: bytes) -> list[bytes]:
+    """The ", "-separated fields of a line's body. Only DSPARK's estimate holds ", " in a value,
+    inside brackets ("est uncap acc len: 2.67 [1.67, 3.67]"), so the bracket-aware split runs only
+    on bodies that hold a "[" at all."""
+    if b"[" not in body:
+        return body.split(b", ")
+    return _FIELD_SEPARATOR.split(body)
+
+
+# ", " not inside "[...]": no "]" ahead before the next "[".
+_FIELD_SEPARATOR = re.compile(rb", (?![^\[]*\])")
+
+
+def read_fields(line: bytes) -> dict[bytes, float | bool | bytes] | None:
+    """Every field of a stats line by its printed name, each value read as the exporter reads it:
+    numbers as floats (a "%" dropped), graph states as bools, DSPARK's estimate as its mid value;
+    names the exporter does not know map to their raw text. None when not a stats line.
+
+    parse_line converts only the fields that become metrics; this reads all of them, for tests
+    and for tools that check a log against a format (tests/exporter/test_sglang_corpus.py)."""
+    parsed = parse_line(line)
+    if not isinstance(parsed, StatsLine):
+        return None
+    start = max(line.find(DECODE_MARKER), -1)
+    marker = DECODE_MARKER if start >= 0 else PREFILL_MARKER
+    start = line.find(marker) + len(marker)
+    head = HEAD_TAIL.match(line, start)
+    assert head is not None  # parse_line accepted it
+    out: dict[bytes, float | bool | bytes] = {}
+    for part in split_fields(line.rstrip(b"\r\n")[head.end():].strip().rstrip(b",").strip()):
+        name, _, raw = part.partition(b": ")
+        raw = raw.strip()
+        if name in GRAPH_LABELS:
+            out[name] = raw == b"True"
+        elif name in FIELD_NAMES:
+            number = _number(raw.partition(b" [")[0])
+            out[name] = raw if number is None else number
+        else:
+            out[name] = raw
+    return out
 
 
 def _number(raw: bytes) -> float | None:

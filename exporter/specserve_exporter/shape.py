@@ -29,6 +29,7 @@ from .parser import (
     PREFILL_MARKER,
     Kind,
     StatsLine,
+    split_fields,
 )
 
 
@@ -65,6 +66,7 @@ _TP_RANK = re.compile(rb" TP\d+$")
 # its chunk through the reference parser.
 _INTEGER = re.compile(rb"\d+")
 _DECIMAL = re.compile(rb"\d+\.\d+")
+_NUMBER = re.compile(rb"(\d+(?:\.\d+)?)")
 
 
 @dataclass(frozen=True)
@@ -124,7 +126,7 @@ class Shape:
         body = rest.rstrip(b"\r").rstrip(b" ").rstrip(b",")
         line_end = rest[len(body):]  # "", ",", ", ", " ", "\r": printed the same on every line
         captured: list[bytes] = []
-        for i, part in enumerate(body.split(b", ")):
+        for i, part in enumerate(split_fields(body)):
             if i:
                 program.append((Op.LITERAL, b", "))
             name, sep, raw = part.partition(b": ")
@@ -142,6 +144,11 @@ class Shape:
                     program.append((Op.LITERAL, b"%"))
             elif name in GRAPH_LABELS:
                 program.append((Op.BOOLEAN, None))
+            elif b"[" in raw:
+                # A bracketed value (DSPARK's "2.67 [1.67, 3.67]") holds ", ", which TEXT stops
+                # at: its numbers are checked in their printed form, the rest matched exactly.
+                for j, piece in enumerate(_NUMBER.split(raw)):
+                    program.append((_number_op(piece), NO_SLOT) if j % 2 else (Op.LITERAL, piece))
             else:
                 program.append((Op.TEXT, None))
         program.append((Op.LITERAL, line_end))

@@ -101,10 +101,12 @@ DECODE_VARIANTS = [
         id="sliding-window-usage",
     ),
     pytest.param(
-        b"[2026-03-01 10:00:00 TP0] Decode batch, #running-req: 2, #token: 100, "
-        b"token usage: 0.20, mamba num: 4, mamba usage: 0.30, cuda graph: True, "
+        # SGLang's PoolStats.get_decode_usage_msg_parts: a hybrid-mamba model prints the full
+        # pool as "#full token" / "full token usage", never "#token" / "token usage".
+        b"[2026-03-01 10:00:00 TP0] Decode batch, #running-req: 2, #full token: 100, "
+        b"full token usage: 0.20, mamba num: 4, mamba usage: 0.30, cuda graph: True, "
         b"gen throughput (token/s): 90.00, #queue-req: 0",
-        {"mamba_usage": 0.3, "token_usage": 0.2},
+        {"mamba_usage": 0.3, "full_token_usage": 0.2},
         ("cuda", True),
         id="hybrid-mamba-usage",
     ),
