@@ -6,7 +6,8 @@ resolve (exit 1 with one line naming the problem); log upstream's resolution war
 weights" with the port unbound (connections refused) for SPECSERVE_STANDIN_LOAD_SECONDS; bind;
 then warm up as upstream's `_execute_server_warmup`: after SPECSERVE_STANDIN_WARMUP_SECONDS, GET
 /model_info and POST one 8-token /generate to itself over HTTP (the API key in the header), then
-mark the server up and log "The server is fired up and ready to roll!". Until then /health,
+mark the server up and log "The server is fired up and ready to roll!" (at once with
+--skip-server-warmup, as upstream). Until then /health,
 /health_generate and /ready answer 503, while /generate and the OpenAI routes already serve.
 SIGTERM/SIGINT: stop accepting, drop queued requests, let running ones finish (bounded), exit 0.
 """
@@ -238,7 +239,11 @@ def run(args: StandinArgs, knobs: Knobs, printer: LinePrinter, stop: threading.E
         f"INFO:     Uvicorn running on http://{args.host}:{args.port} (Press CTRL+C to quit)"
     )
     status = 0
-    if not stop.wait(knobs.warmup_seconds):
+    if args.resolved.get("skip_server_warmup"):
+        # Upstream's _wait_and_warmup: no warm-up request, the server is up at once.
+        state.set_phase("up")
+        printer.log("The server is fired up and ready to roll!", ranks=False)
+    elif not stop.wait(knobs.warmup_seconds):
         error = warm_up(args)
         if error is not None and not stop.is_set():
             # Upstream kills its process tree here.

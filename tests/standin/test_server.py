@@ -73,6 +73,14 @@ def test_lifecycle_refused_then_503_then_200(start_standin) -> None:
     assert "The server is fired up and ready to roll!" in text
 
 
+def test_skip_server_warmup_is_up_at_once(start_standin) -> None:
+    server = start_standin(
+        "--skip-server-warmup", env={"SPECSERVE_STANDIN_WARMUP_SECONDS": "30"}, wait=False
+    )
+    server.wait_ready(timeout=10)  # long before the 30 s warm-up knob
+    assert '"POST /generate' not in "\n".join(server.lines())
+
+
 def test_health_waits_for_the_scheduler_like_upstream(start_standin) -> None:
     # TIME_SCALE 0.2: upstream's 1 s check interval is 0.2 s here, its 20 s timeout 4 s.
     server = start_standin(env={"SPECSERVE_STANDIN_TIME_SCALE": "0.2"})
