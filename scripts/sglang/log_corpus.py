@@ -90,8 +90,12 @@ class _Placeholder:
     __ror__ = __or__
 
 
-def _placeholder_class(name: str, module: str, superclass: type = _Placeholder,
-                       attributes: dict[str, Any] | None = None) -> type:
+def _placeholder_class(
+    name: str,
+    module: str,
+    superclass: type = _Placeholder,
+    attributes: dict[str, Any] | None = None,
+) -> type:
     attrs = {"__module__": module, "__display_name__": f"{module}.{name}", **(attributes or {})}
     return type(name, (superclass,), attrs)
 
@@ -223,28 +227,65 @@ def scenarios() -> list[Scenario]:
         # DP attention: DP + TP, then PP, ATTN_CP, MOE_DP, EP rank words.
         Scenario("dp-attention", "decode", 8, Ranks(dp=1, tp_size=8, tp=4)),
         Scenario("dp-pp", "decode", 6, Ranks(dp=0, tp_size=4, tp=0, pp_size=2, pp=1)),
-        Scenario("attn-cp", "decode", 6,
-                 Ranks(dp=0, tp_size=8, tp=2, attn_cp_size=2, attn_cp=1)),
-        Scenario("moe-dp-ep", "decode", 6,
-                 Ranks(dp=0, tp_size=8, tp=0, moe_dp_size=2, moe_dp=1, ep_size=4, ep=3)),
-        Scenario("all-ranks-prefill", "prefill", 4,
-                 Ranks(dp=3, tp_size=8, tp=6, pp_size=2, pp=1, attn_cp_size=2, attn_cp=1,
-                       moe_dp_size=2, moe_dp=1, ep_size=2, ep=1)),
+        Scenario("attn-cp", "decode", 6, Ranks(dp=0, tp_size=8, tp=2, attn_cp_size=2, attn_cp=1)),
+        Scenario(
+            "moe-dp-ep",
+            "decode",
+            6,
+            Ranks(dp=0, tp_size=8, tp=0, moe_dp_size=2, moe_dp=1, ep_size=4, ep=3),
+        ),
+        Scenario(
+            "all-ranks-prefill",
+            "prefill",
+            4,
+            Ranks(
+                dp=3,
+                tp_size=8,
+                tp=6,
+                pp_size=2,
+                pp=1,
+                attn_cp_size=2,
+                attn_cp=1,
+                moe_dp_size=2,
+                moe_dp=1,
+                ep_size=2,
+                ep=1,
+            ),
+        ),
         # Speculation variants.
-        Scenario("no-speculation", "decode", 8, tp8, algorithm="NONE", draft_tokens=None,
-                 steps=None),
+        Scenario(
+            "no-speculation", "decode", 8, tp8, algorithm="NONE", draft_tokens=None, steps=None
+        ),
         Scenario("ngram", "decode", 6, tp8, algorithm="NGRAM", draft_tokens=8, steps=None),
-        Scenario("eagle-steps-only", "decode", 4, tp8, algorithm="EAGLE", draft_tokens=None,
-                 steps=3),
+        Scenario(
+            "eagle-steps-only", "decode", 4, tp8, algorithm="EAGLE", draft_tokens=None, steps=3
+        ),
         Scenario("cap-len", "decode", 6, tp8, cap=True),
         Scenario("cap-and-block-accept", "decode", 6, tp8, cap=True, block_accept=True),
-        Scenario("dspark-estimate", "decode", 6, tp8, algorithm="DSPARK", draft_tokens=8,
-                 steps=None, block_accept=True, dspark_estimate=True),
+        Scenario(
+            "dspark-estimate",
+            "decode",
+            6,
+            tp8,
+            algorithm="DSPARK",
+            draft_tokens=8,
+            steps=None,
+            block_accept=True,
+            dspark_estimate=True,
+        ),
         # KV pool kinds.
         Scenario("swa", "decode", 6, tp8, pools="swa"),
         Scenario("swa-prefill", "prefill", 4, tp8, pools="swa"),
-        Scenario("mamba", "decode", 6, tp8, pools="mamba", algorithm="NONE",
-                 draft_tokens=None, steps=None),
+        Scenario(
+            "mamba",
+            "decode",
+            6,
+            tp8,
+            pools="mamba",
+            algorithm="NONE",
+            draft_tokens=None,
+            steps=None,
+        ),
         Scenario("mamba-prefill", "prefill", 4, tp8, pools="mamba"),
         Scenario("swa-mamba", "decode", 4, tp8, pools="swa+mamba"),
         Scenario("swa-mamba-prefill", "prefill", 4, tp8, pools="swa+mamba"),
@@ -255,8 +296,7 @@ def scenarios() -> list[Scenario]:
         Scenario("pd-prefill", "prefill", 8, tp8, disagg="prefill"),
         Scenario("pd-prefill-replay", "prefill", 4, tp8, disagg="prefill", replay=True),
         Scenario("pd-decode", "decode", 8, tp8, disagg="decode"),
-        Scenario("pd-decode-host-receive", "decode", 6, tp8, disagg="decode",
-                 host_receive=True),
+        Scenario("pd-decode-host-receive", "decode", 6, tp8, disagg="decode", host_receive=True),
         Scenario("replay-prefill", "prefill", 4, tp8, replay=True),
         # EPD: language-only server, images from the encoder.
         Scenario("epd", "decode", 4, tp8, epd=True),
@@ -266,15 +306,47 @@ def scenarios() -> list[Scenario]:
         Scenario("mfu-prefill", "prefill", 4, tp8, mfu=True),
         Scenario("occupancy", "decode", 6, tp8, occupancy=True),
         Scenario("mfu-occupancy-prefill", "prefill", 4, tp8, mfu=True, occupancy=True),
-        Scenario("everything", "decode", 6, Ranks(dp=2, tp_size=8, tp=4), iters=True,
-                 log_ms=True, occupancy=True, mfu=True, cap=True, block_accept=True,
-                 disagg="decode", host_receive=True, epd=True, pools="swa+mamba+hisparse"),
-        Scenario("everything-prefill", "prefill", 4, Ranks(dp=2, tp_size=8, tp=4),
-                 iters=True, log_ms=True, occupancy=True, mfu=True, disagg="prefill",
-                 epd=True, replay=True, pools="swa+mamba"),
+        Scenario(
+            "everything",
+            "decode",
+            6,
+            Ranks(dp=2, tp_size=8, tp=4),
+            iters=True,
+            log_ms=True,
+            occupancy=True,
+            mfu=True,
+            cap=True,
+            block_accept=True,
+            disagg="decode",
+            host_receive=True,
+            epd=True,
+            pools="swa+mamba+hisparse",
+        ),
+        Scenario(
+            "everything-prefill",
+            "prefill",
+            4,
+            Ranks(dp=2, tp_size=8, tp=4),
+            iters=True,
+            log_ms=True,
+            occupancy=True,
+            mfu=True,
+            disagg="prefill",
+            epd=True,
+            replay=True,
+            pools="swa+mamba",
+        ),
         # Other devices: the graph label follows the device.
-        Scenario("cpu-device", "decode", 6, Ranks(), device="cpu", algorithm="NONE",
-                 draft_tokens=None, steps=None),
+        Scenario(
+            "cpu-device",
+            "decode",
+            6,
+            Ranks(),
+            device="cpu",
+            algorithm="NONE",
+            draft_tokens=None,
+            steps=None,
+        ),
         Scenario("cpu-device-prefill", "prefill", 4, Ranks(), device="cpu"),
         Scenario("npu-device", "decode", 4, tp8, device="npu"),
         Scenario("musa-device", "decode", 4, tp8, device="musa"),
@@ -320,7 +392,8 @@ class Corpus:
         self.estimator = dspark_block_accept_estimator
         self.parallel = get_parallel()
         self.server_args = prepare_server_args(
-            ["--model-path", "/models/corpus", "--device", "cpu", "--log-level", "info"])
+            ["--model-path", "/models/corpus", "--device", "cpu", "--log-level", "info"]
+        )
         self.clock = _Clock()
         metrics_reporter.time = self.clock  # the reporter's timers; log records: _FrozenRecords
         logging.Formatter.converter = time.gmtime
@@ -334,10 +407,17 @@ class Corpus:
         r = s.ranks
         os.environ["SGLANG_LOG_MS"] = "1" if s.log_ms else "0"
         values: dict[str, Any] = {
-            "tp_size": r.tp_size, "tp_rank": r.tp, "pp_size": r.pp_size, "pp_rank": r.pp,
-            "attn_cp_size": r.attn_cp_size, "attn_cp_rank": r.attn_cp,
-            "moe_dp_size": r.moe_dp_size, "moe_dp_rank": r.moe_dp,
-            "ep_size": r.ep_size, "moe_ep_rank": r.ep, "dp_rank": r.dp,
+            "tp_size": r.tp_size,
+            "tp_rank": r.tp,
+            "pp_size": r.pp_size,
+            "pp_rank": r.pp,
+            "attn_cp_size": r.attn_cp_size,
+            "attn_cp_rank": r.attn_cp,
+            "moe_dp_size": r.moe_dp_size,
+            "moe_dp_rank": r.moe_dp,
+            "ep_size": r.ep_size,
+            "moe_ep_rank": r.ep,
+            "dp_rank": r.dp,
         }
         with self.parallel.override(**values):
             # Its process-level side effects (proctitle, faulthandler, parent-death signal) are
@@ -367,16 +447,18 @@ class Corpus:
             grammar_manager=[],
         )
         mr.get_observability = lambda: types.SimpleNamespace(
-            decode_log_interval=40, enable_mfu_metrics=s.mfu,
-            enable_forward_pass_metrics=False)
+            decode_log_interval=40, enable_mfu_metrics=s.mfu, enable_forward_pass_metrics=False
+        )
         mr.get_spec = lambda: types.SimpleNamespace(
-            speculative_num_draft_tokens=s.draft_tokens, speculative_num_steps=s.steps)
+            speculative_num_draft_tokens=s.draft_tokens, speculative_num_steps=s.steps
+        )
         mr.get_disagg = lambda: types.SimpleNamespace(
             # 0.5.21 prints #host-receive-req when the threshold is > 0, 0.5.23 when it is < 1.
-            disaggregation_decode_host_receive_threshold=(0.5 if s.host_receive else
-                                                          (0 if self.version == "0.5.21"
-                                                           else 1)),
-            language_only=s.epd, encoder_transfer_backend="zmq_to_scheduler" if s.epd else "",
+            disaggregation_decode_host_receive_threshold=(
+                0.5 if s.host_receive else (0 if self.version == "0.5.21" else 1)
+            ),
+            language_only=s.epd,
+            encoder_transfer_backend="zmq_to_scheduler" if s.epd else "",
         )
         mr.LOG_FORWARD_ITERS = s.iters
         mr.ENABLE_METRICS_DEVICE_TIMER = False  # _init_metrics must not build a device timer
@@ -403,11 +485,13 @@ class Corpus:
         if s.occupancy:
             reporter.forward_pass_device_timer = types.SimpleNamespace(_report=lambda: None)
             reporter._forward_occupancy_log_window = mr._ForwardOccupancyLogWindow(
-                start_ns=self.clock.now_ns)
+                start_ns=self.clock.now_ns
+            )
             reporter._scheduler_time_accounting = None
         reporter.scheduler_status_logger = None
         scheduler.kv_events_publisher = types.SimpleNamespace(
-            publish_kv_events=lambda: None, emit_kv_metrics=lambda: None)
+            publish_kv_events=lambda: None, emit_kv_metrics=lambda: None
+        )
         return reporter
 
     def pool_stats(self, s: Scenario, rng: random.Random, capacity: int) -> tuple[Any, dict]:
@@ -415,28 +499,43 @@ class Corpus:
         kinds = set(s.pools.split("+"))
         full_used = rng.randrange(0, capacity)
         given: dict[str, Any] = {
-            "full_num_used": full_used, "full_token_usage": full_used / capacity,
-            "full_available_size": capacity - full_used, "full_evictable_size": 0,
+            "full_num_used": full_used,
+            "full_token_usage": full_used / capacity,
+            "full_available_size": capacity - full_used,
+            "full_evictable_size": 0,
         }
         if "swa" in kinds:
             swa_capacity = capacity // 4
             swa_used = rng.randrange(0, swa_capacity)
-            given.update(is_hybrid_swa=True, full_capacity=capacity, swa_capacity=swa_capacity,
-                         swa_num_used=swa_used, swa_token_usage=swa_used / swa_capacity,
-                         swa_available_size=swa_capacity - swa_used, swa_evictable_size=0)
+            given.update(
+                is_hybrid_swa=True,
+                full_capacity=capacity,
+                swa_capacity=swa_capacity,
+                swa_num_used=swa_used,
+                swa_token_usage=swa_used / swa_capacity,
+                swa_available_size=swa_capacity - swa_used,
+                swa_evictable_size=0,
+            )
         if "mamba" in kinds:
             slots = rng.choice([256, 512, 1024])
             mamba_used = rng.randrange(0, slots)
-            given.update(is_hybrid_ssm=True, mamba_num_used=mamba_used,
-                         mamba_usage=mamba_used / slots, mamba_available_size=slots - mamba_used,
-                         mamba_evictable_size=0)
+            given.update(
+                is_hybrid_ssm=True,
+                mamba_num_used=mamba_used,
+                mamba_usage=mamba_used / slots,
+                mamba_available_size=slots - mamba_used,
+                mamba_evictable_size=0,
+            )
         if "hisparse" in kinds:
             device = rng.randrange(0, capacity // 2)
             host = rng.randrange(0, capacity * 4)
-            given.update(is_hisparse=True, hisparse_device_tokens=device,
-                         hisparse_device_token_usage=device / (capacity // 2),
-                         hisparse_host_tokens=host,
-                         hisparse_host_token_usage=host / (capacity * 4))
+            given.update(
+                is_hisparse=True,
+                hisparse_device_tokens=device,
+                hisparse_device_token_usage=device / (capacity // 2),
+                hisparse_host_tokens=host,
+                hisparse_host_token_usage=host / (capacity * 4),
+            )
         return self.PoolStats(**given), given
 
     # --- one line ----------------------------------------------------------------------------
@@ -445,12 +544,19 @@ class Corpus:
         scheduler = reporter.scheduler
         capacity = scheduler.max_total_num_tokens
         running = rng.choice([1, 2, 4, 8, 16, 32, 48, 64, 128]) + rng.randrange(0, 3)
-        reqs = [types.SimpleNamespace(seqlen=rng.randrange(100, 30000), priority=None,
-                                      routing_key=None, host_staged=bool(i % 2))
-                for i in range(running)]
+        reqs = [
+            types.SimpleNamespace(
+                seqlen=rng.randrange(100, 30000),
+                priority=None,
+                routing_key=None,
+                host_staged=bool(i % 2),
+            )
+            for i in range(running)
+        ]
         forward_iter = rng.randrange(1, 10**7)
-        batch = types.SimpleNamespace(reqs=reqs, forward_iter=forward_iter,
-                                      seq_lens_cpu=None, dp_cooperation_info=None)
+        batch = types.SimpleNamespace(
+            reqs=reqs, forward_iter=forward_iter, seq_lens_cpu=None, dp_cooperation_info=None
+        )
         scheduler.running_batch = batch
         scheduler.waiting_queue = [object()] * rng.choice([0, 0, 1, 3, 12, 40])
         pool, pool_given = self.pool_stats(s, rng, capacity)
@@ -460,10 +566,14 @@ class Corpus:
         reporter.num_generated_tokens = generated
         reporter.last_decode_stats_tic = self.clock.now
         self.clock.now += gap
-        given: dict[str, Any] = {"running_requests": running, "forward_iter": forward_iter,
-                                 "gap_s": gap, "generated_tokens": generated,
-                                 "queued_requests": len(scheduler.waiting_queue),
-                                 "pool": pool_given}
+        given: dict[str, Any] = {
+            "running_requests": running,
+            "forward_iter": forward_iter,
+            "gap_s": gap,
+            "generated_tokens": generated,
+            "queued_requests": len(scheduler.waiting_queue),
+            "pool": pool_given,
+        }
         if s.algorithm != "NONE":
             forward_ct = running * 40
             per_round = (s.draft_tokens - 1) if s.draft_tokens else (s.steps or 0)
@@ -473,40 +583,60 @@ class Corpus:
             reporter.spec_num_accept_tokens = accepted
             reporter.spec_num_correct_drafts = correct
             reporter.spec_num_cap_tokens = (
-                rng.randrange(forward_ct, forward_ct * (per_round + 1)) if s.cap else 0)
+                rng.randrange(forward_ct, forward_ct * (per_round + 1)) if s.cap else 0
+            )
             reporter.spec_num_block_accept_tokens = (
-                rng.randrange(forward_ct, accepted + 1) if s.block_accept else 0)
-            given.update(spec_forward_ct=forward_ct, spec_accept_tokens=accepted,
-                         spec_correct_drafts=correct,
-                         spec_cap_tokens=reporter.spec_num_cap_tokens,
-                         spec_block_accept_tokens=reporter.spec_num_block_accept_tokens)
+                rng.randrange(forward_ct, accepted + 1) if s.block_accept else 0
+            )
+            given.update(
+                spec_forward_ct=forward_ct,
+                spec_accept_tokens=accepted,
+                spec_correct_drafts=correct,
+                spec_cap_tokens=reporter.spec_num_cap_tokens,
+                spec_block_accept_tokens=reporter.spec_num_block_accept_tokens,
+            )
         if s.dspark_estimate:
             lo = rng.uniform(1.0, 4.0)
             hi = lo + rng.uniform(0.0, 2.0)
             snapshot = self.estimator._CeilingSnapshot(
-                window_lo=lo, window_hi=hi, window_blocks=8, window_horizon=64,
-                cumulative_lo=lo, cumulative_hi=hi, cumulative_blocks=64)
+                window_lo=lo,
+                window_hi=hi,
+                window_blocks=8,
+                window_horizon=64,
+                cumulative_lo=lo,
+                cumulative_hi=hi,
+                cumulative_blocks=64,
+            )
             recorder = types.SimpleNamespace(online_estimate=lambda: snapshot)
             recorder_cls = self.estimator.BlockAcceptEstimateRecorder
             scheduler.draft_worker = types.SimpleNamespace(
-                block_accept_estimate_log_suffix=lambda: recorder_cls.estimate_log_suffix(
-                    recorder))
+                block_accept_estimate_log_suffix=lambda: recorder_cls.estimate_log_suffix(recorder)
+            )
             given.update(estimate_lo=lo, estimate_hi=hi)
         if s.disagg == "decode":
             prealloc = rng.randrange(0, capacity)
-            transfer = [types.SimpleNamespace(host_staged=bool(rng.randrange(2)), priority=None)
-                        for _ in range(rng.randrange(0, 9))]
+            transfer = [
+                types.SimpleNamespace(host_staged=bool(rng.randrange(2)), priority=None)
+                for _ in range(rng.randrange(0, 9))
+            ]
             scheduler.disagg_decode_prealloc_queue = types.SimpleNamespace(
-                num_tokens_pre_allocated=prealloc, queue=[object()] * rng.randrange(0, 20),
+                num_tokens_pre_allocated=prealloc,
+                queue=[object()] * rng.randrange(0, 20),
                 retracted_queue=[object()] * rng.randrange(0, 4),
-                pre_allocated_token_counts=lambda: (0, 0))  # read by 0.5.23, not printed
+                pre_allocated_token_counts=lambda: (0, 0),
+            )  # read by 0.5.23, not printed
             scheduler.disagg_decode_transfer_queue = types.SimpleNamespace(
-                queue=transfer, num_pending_deferred_releases=lambda: 0)  # read by 0.5.23
-            given.update(preallocated_tokens=prealloc, transfer_requests=len(transfer),
-                         host_staged=sum(r.host_staged for r in transfer))
+                queue=transfer, num_pending_deferred_releases=lambda: 0
+            )  # read by 0.5.23
+            given.update(
+                preallocated_tokens=prealloc,
+                transfer_requests=len(transfer),
+                host_staged=sum(r.host_staged for r in transfer),
+            )
         if s.epd:
             scheduler.mm_receiver = types.SimpleNamespace(
-                waiting_list=[object()] * rng.randrange(0, 7))
+                waiting_list=[object()] * rng.randrange(0, 7)
+            )
         if s.mfu:
             reporter._mfu_log_flops = rng.uniform(1e12, 5e14) * gap
             reporter._mfu_log_read_bytes = rng.uniform(1e11, 4e12) * gap
@@ -528,33 +658,46 @@ class Corpus:
         extend = [rng.randrange(1, 8192) for _ in range(new_seqs)]
         prefix = [rng.choice([0, 0, rng.randrange(0, 30000)]) for _ in range(new_seqs)]
         forward_iter = rng.randrange(1, 10**7)
-        reqs = [types.SimpleNamespace(pending_bootstrap=bool(rng.randrange(3) == 0),
-                                      priority=None) for _ in range(new_seqs)]
-        batch = types.SimpleNamespace(reqs=reqs, forward_iter=forward_iter, extend_lens=extend,
-                                      prefix_lens=prefix)
+        reqs = [
+            types.SimpleNamespace(pending_bootstrap=bool(rng.randrange(3) == 0), priority=None)
+            for _ in range(new_seqs)
+        ]
+        batch = types.SimpleNamespace(
+            reqs=reqs, forward_iter=forward_iter, extend_lens=extend, prefix_lens=prefix
+        )
         running = [types.SimpleNamespace(priority=None) for _ in range(rng.randrange(0, 64))]
         replay = rng.randrange(1, 4096) if s.replay and rng.randrange(4) else 0
         stats = self.mr.PrefillStats(
-            log_input_tokens=sum(extend), log_hit_tokens=sum(prefix),
+            log_input_tokens=sum(extend),
+            log_hit_tokens=sum(prefix),
             new_token_ratio=rng.random(),
             num_running_reqs=self.mr.QueueCount.from_reqs(running),
-            num_new_seqs=new_seqs, num_pending_tokens=rng.choice([0, rng.randrange(0, 10**5)]),
-            log_replay_tokens=replay)
+            num_new_seqs=new_seqs,
+            num_pending_tokens=rng.choice([0, rng.randrange(0, 10**5)]),
+            log_replay_tokens=replay,
+        )
         if s.disagg == "prefill":
             scheduler.disagg_prefill_bootstrap_queue = types.SimpleNamespace(
-                queue=[object()] * rng.randrange(0, 12))
+                queue=[object()] * rng.randrange(0, 12)
+            )
             scheduler.disagg_prefill_inflight_queue = [object()] * rng.randrange(0, 30)
         if s.epd:
             scheduler.mm_receiver = types.SimpleNamespace(
-                waiting_list=[object()] * rng.randrange(0, 7))
+                waiting_list=[object()] * rng.randrange(0, 7)
+            )
         gap = rng.uniform(0.05, 3.0)
         reporter.last_prefill_stats_tic = self.clock.now
         self.clock.now += gap
         given: dict[str, Any] = {
-            "new_seqs": new_seqs, "extend_lens": extend, "prefix_lens": prefix,
-            "forward_iter": forward_iter, "running_requests": len(running),
+            "new_seqs": new_seqs,
+            "extend_lens": extend,
+            "prefix_lens": prefix,
+            "forward_iter": forward_iter,
+            "running_requests": len(running),
             "queued_requests": len(scheduler.waiting_queue),
-            "pending_tokens": stats.num_pending_tokens, "replay_tokens": replay, "gap_s": gap,
+            "pending_tokens": stats.num_pending_tokens,
+            "replay_tokens": replay,
+            "gap_s": gap,
             "pool": pool_given,
         }
         self._occupancy(s, reporter, rng, given)
@@ -572,8 +715,9 @@ class Corpus:
         window.gpu_seconds = rng.uniform(0.0, 1.1) * wall_ns / 1e9
         window.idle_ns = rng.randrange(0, wall_ns // 2)
         self.clock.now_ns += wall_ns
-        given.update(window_wall_ns=wall_ns, window_gpu_s=window.gpu_seconds,
-                     window_idle_ns=window.idle_ns)
+        given.update(
+            window_wall_ns=wall_ns, window_gpu_s=window.gpu_seconds, window_idle_ns=window.idle_ns
+        )
 
     # --- the whole corpus -----------------------------------------------------------------
 
@@ -592,9 +736,15 @@ class Corpus:
                 printed = self.stream.getvalue()[before:]
                 if printed.count("\n") != 1:
                     raise SystemExit(f"log_corpus: {s.name} printed {printed!r}, not one line")
-                entries.append({"scenario": s.name, "kind": s.kind,
-                                "ranks": dataclasses.asdict(s.ranks),
-                                "given": given, "line": printed.rstrip("\n")})
+                entries.append(
+                    {
+                        "scenario": s.name,
+                        "kind": s.kind,
+                        "ranks": dataclasses.asdict(s.ranks),
+                        "given": given,
+                        "line": printed.rstrip("\n"),
+                    }
+                )
         logging.setLogRecordFactory(self.records._factory)
         return self.stream.getvalue(), entries
 
@@ -606,9 +756,9 @@ def expected_fields(entry: dict) -> list[list[str]]:
     holds ", " inside brackets, so the split keeps bracketed text whole."""
     line = entry["line"]
     marker = "Decode batch" if entry["kind"] == "decode" else "Prefill batch"
-    body = line[line.index(marker) + len(marker):]
+    body = line[line.index(marker) + len(marker) :]
     if body.startswith(" ["):
-        body = body[body.index("]") + 1:]
+        body = body[body.index("]") + 1 :]
     body = body.removeprefix(",").removeprefix(" ")
     parts, depth, start = [], 0, 0
     for i, char in enumerate(body):
@@ -624,8 +774,10 @@ def expected_fields(entry: dict) -> list[list[str]]:
 def check(entry: dict) -> None:
     """The printed line holds what the code was given: a formatting drift fails generation."""
     given, fields = entry["given"], dict(entry["fields"])
-    want = {"#running-req": str(given["running_requests"]),
-            "#queue-req": str(given["queued_requests"])}
+    want = {
+        "#running-req": str(given["running_requests"]),
+        "#queue-req": str(given["queued_requests"]),
+    }
     if entry["kind"] == "decode":
         want["gen throughput (token/s)"] = f"{given['generated_tokens'] / given['gap_s']:.2f}"
         if "spec_forward_ct" in given:
@@ -636,8 +788,10 @@ def check(entry: dict) -> None:
         want["#new-seq"] = str(given["new_seqs"])
     for name, value in want.items():
         if fields.get(name) != value:
-            raise SystemExit(f"log_corpus: {entry['scenario']}: {name} printed "
-                             f"{fields.get(name)!r}, given {value!r}: {entry['line']}")
+            raise SystemExit(
+                f"log_corpus: {entry['scenario']}: {name} printed "
+                f"{fields.get(name)!r}, given {value!r}: {entry['line']}"
+            )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -651,9 +805,14 @@ def main(argv: list[str] | None = None) -> int:
         for number, entry in enumerate(entries, 1):
             entry["fields"] = expected_fields(entry)
             check(entry)
-            record = {"n": number, "scenario": entry["scenario"], "kind": entry["kind"],
-                      "ranks": entry["ranks"], "fields": entry["fields"],
-                      "given": entry["given"]}
+            record = {
+                "n": number,
+                "scenario": entry["scenario"],
+                "kind": entry["kind"],
+                "ranks": entry["ranks"],
+                "fields": entry["fields"],
+                "given": entry["given"],
+            }
             out.write(json.dumps(record, sort_keys=True) + "\n")
     with open(os.path.join(args.out, "corpus.log"), "w", encoding="utf-8") as out:
         out.write(text)

@@ -37,9 +37,13 @@ def test_committed_corpora_are_what_sglang_prints(tmp_path: Path) -> None:
         python = venv_python(version)  # fails, naming bash scripts/setup/sglang.sh, if missing
         out = tmp_path / version
         proc = subprocess.Popen(
-            [str(python), str(SCRIPTS / "log_corpus.py"), "--version", version, "--out",
-             str(out)],
-            cwd=ROOT, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            [str(python), str(SCRIPTS / "log_corpus.py"), "--version", version, "--out", str(out)],
+            cwd=ROOT,
+            env=_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         running[version] = (proc, out)
     for version, (proc, out) in running.items():
         try:
@@ -48,22 +52,28 @@ def test_committed_corpora_are_what_sglang_prints(tmp_path: Path) -> None:
             proc.kill()
             pytest.fail(f"log_corpus.py for SGLang {version} ran over {TIMEOUT_S} s")
         if proc.returncode != 0:
-            pytest.fail(f"log_corpus.py for SGLang {version} exited {proc.returncode}:\n"
-                        f"{stderr[-4000:]}", pytrace=False)
+            pytest.fail(
+                f"log_corpus.py for SGLang {version} exited {proc.returncode}:\n{stderr[-4000:]}",
+                pytrace=False,
+            )
         for name in FILES:
             committed = FIXTURES / version / name
             assert committed.is_file(), (
-                f"{committed} is not committed: run scripts/sglang/regenerate {version}")
+                f"{committed} is not committed: run scripts/sglang/regenerate {version}"
+            )
             fresh = (out / name).read_bytes()
             if fresh != committed.read_bytes():
                 old = committed.read_bytes().splitlines()
                 new = fresh.splitlines()
-                first = next((i for i, (a, b) in enumerate(zip(old, new)) if a != b),
-                             min(len(old), len(new)))
+                first = next(
+                    (i for i, (a, b) in enumerate(zip(old, new, strict=False)) if a != b),
+                    min(len(old), len(new)),
+                )
                 pytest.fail(
                     f"SGLang {version} prints a different {name} than the committed one "
                     f"(first difference at line {first + 1}):\n"
                     f"  committed: {old[first] if first < len(old) else b'<end>'!r}\n"
                     f"  SGLang:    {new[first] if first < len(new) else b'<end>'!r}\n"
                     f"regenerate with scripts/sglang/regenerate {version}",
-                    pytrace=False)
+                    pytrace=False,
+                )

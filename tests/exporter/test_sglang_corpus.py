@@ -83,16 +83,40 @@ def test_corpus_covers_every_variant(version: str) -> None:
     assert 150 <= len(lines) <= 600
     names = {name for row in expected for name, _ in row["fields"]}
     # The variants issue 14 lists, each present: fails if the generator stops producing one.
-    for name in ("fwd+idle occupancy", "#optimistic-req", "#host-receive-req", "cap len",
-                 "block accept len", "est. prefill TFLOPS/s (per GPU)", "#replay-token",
-                 "#full token", "full token usage", "mamba num", "mamba usage", "#swa token",
-                 "#gpu token", "cpu token usage", "waiting-image-req", "cpu graph",
-                 "est. decode TFLOPS/s (per GPU)", "est. read BW (GB/s per GPU)",
-                 "pre-allocated usage", "#bootstrap-req", "est uncap acc len"):
+    for name in (
+        "fwd+idle occupancy",
+        "#optimistic-req",
+        "#host-receive-req",
+        "cap len",
+        "block accept len",
+        "est. prefill TFLOPS/s (per GPU)",
+        "#replay-token",
+        "#full token",
+        "full token usage",
+        "mamba num",
+        "mamba usage",
+        "#swa token",
+        "#gpu token",
+        "cpu token usage",
+        "waiting-image-req",
+        "cpu graph",
+        "est. decode TFLOPS/s (per GPU)",
+        "est. read BW (GB/s per GPU)",
+        "pre-allocated usage",
+        "#bootstrap-req",
+        "est uncap acc len",
+    ):
         assert name in names, name
     text = b"\n".join(lines)
-    for words in (b" ATTN_CP1 ", b" MOE_DP1 ", b" EP3] ", b" PP1 ", b"] Decode batch [",
-                  b"] Prefill batch [", b".575 TP0] "):
+    for words in (
+        b" ATTN_CP1 ",
+        b" MOE_DP1 ",
+        b" EP3] ",
+        b" PP1 ",
+        b"] Decode batch [",
+        b"] Prefill batch [",
+        b".575 TP0] ",
+    ):
         assert words in text, words
     assert any(b"accept len" not in line and b"Decode" in line for line in lines)
 
@@ -107,7 +131,8 @@ def test_reference_parser_reads_every_line_exactly(version: str) -> None:
         assert parsed.kind is Kind(row["kind"]), where
         assert parsed.unknown_fields == 0, where
         assert (parsed.ranks.dp, parsed.ranks.tp, parsed.ranks.pp) == expected_ranks(
-            row["ranks"]), where
+            row["ranks"]
+        ), where
         read = read_fields(line)
         assert read is not None, where
         assert [name.decode() for name in read] == [name for name, _ in row["fields"]], where
@@ -125,7 +150,7 @@ def test_reference_parser_reads_every_line_exactly(version: str) -> None:
 
 def chunkings(lines: list[bytes]) -> dict[str, list[bytes]]:
     one = [line + b"\n" for line in lines]
-    threes = [b"".join(one[i:i + 3]) for i in range(0, len(one), 3)]
+    threes = [b"".join(one[i : i + 3]) for i in range(0, len(one), 3)]
     return {"line by line": one, "three lines a chunk": threes, "one chunk": [b"".join(one)]}
 
 
@@ -163,8 +188,11 @@ def test_dspark_estimate_is_one_field_on_both_paths() -> None:
     """DSPARK prints ", " inside a value ("est uncap acc len: 2.67 [1.67, 3.67]"): split at
     every ", " it was two fields, one of them unknown, and the shape never matched."""
     lines, expected = corpus(VERSIONS[0])
-    dspark = [line for line, row in zip(lines, expected, strict=True)
-              if row["scenario"] == "dspark-estimate"]
+    dspark = [
+        line
+        for line, row in zip(lines, expected, strict=True)
+        if row["scenario"] == "dspark-estimate"
+    ]
     assert len(dspark) >= 2
     parsed = parse_line(dspark[0])
     assert isinstance(parsed, StatsLine) and parsed.unknown_fields == 0
@@ -177,5 +205,7 @@ def test_dspark_estimate_is_one_field_on_both_paths() -> None:
 
 def test_reference_ingestor_is_the_line_parser() -> None:
     # The comparison above is only meaningful if the reference side never takes the fast path.
-    assert ReferenceIngestor._fast(ReferenceIngestor.__new__(ReferenceIngestor), b"x\n", 1, 0.0) \
+    assert (
+        ReferenceIngestor._fast(ReferenceIngestor.__new__(ReferenceIngestor), b"x\n", 1, 0.0)
         is False
+    )
