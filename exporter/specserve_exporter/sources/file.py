@@ -13,15 +13,19 @@ past that offset before the next poll, and everything it wrote up to the old off
 (200k lines, copytruncate every 20k at 40k lines/s: 176,900 counted). So each source keeps a
 fingerprint of the file's first FINGERPRINT_SIZE bytes and checks it after every read: different
 first bytes mean the file was truncated and rewritten, however long it now is, and reading
-restarts at offset 0. What is lost is only what was written between the last read and the
-truncation. (A rewrite whose first FINGERPRINT_SIZE bytes equal the old ones is invisible; log
-lines start with a timestamp and carry counters, so that does not happen with real logs.)
+restarts at offset 0. What was written between the last read and the truncation is taken from
+the copy copytruncate made just before it (a sibling named like the file, sglang.log.1, that
+starts with the same fingerprint), read from the old offset to its end; without such a copy
+(`> file`, a compressed copy) those lines are all that is lost. (A rewrite whose first
+FINGERPRINT_SIZE bytes equal the old ones is invisible; log lines start with a timestamp and
+carry counters, so that does not happen with real logs.)
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import stat
 from pathlib import Path
 
 from .base import LineBuffer, LineSink, Source, SourceState
@@ -33,6 +37,8 @@ READ_SIZE = 512 * 1024
 # Enough bytes to hold several log lines (timestamps, counters), so two generations of a file
 # never share them; one pread of this size per read buffer costs nothing.
 FINGERPRINT_SIZE = 1024
+# Files next to ours a truncation looks through for logrotate's copy (sglang.log.1, ...).
+MAX_COPY_CANDIDATES = 64
 
 
 class FileSource(Source):
@@ -63,6 +69,7 @@ class FileSource(Source):
         # truncated before its newline arrives (it was read; only its end may be lost).
         self._tail = b""
         self._first_open = True
+        self.recovered_bytes = 0
         # Where "start at the end" points: the file's identity and size when the exporter
         # started. Taken with stat(), which needs no read permission, so lines written while
         # the file was missing or unreadable are not skipped once it can be opened.
@@ -181,15 +188,75 @@ class FileSource(Source):
         return True
 
     def _restart_from_top(self) -> None:
-        """copytruncate or `> file`: what was read is gone; read the new content from 0. A
-        partial last line of the old content is passed on as a line, as at a rotation."""
-        if self._tail:
+        """copytruncate or `> file`: read the new content from 0. What the old content held
+        past the last read is taken from the copy logrotate made of it, when one is there;
+        otherwise its partial last line is passed on as a line, as at a rotation."""
+        copy = self._find_copy()
+        if copy is not None and self._drain_copy(copy):
+            self._tail = b""  # it was in the copy, with its end
+        elif self._tail:
             self._buffer.write(self._tail)
             self._tail = b""
         self._buffer.flush()
         self._offset = 0
         self._fingerprint = b""
         self.count_reopen()
+
+    def _find_copy(self) -> str | None:
+        """The newest regular file next to ours, named like it (sglang.log.1, sglang.log-2026..),
+        that starts with the old content's fingerprint and reaches past the offset read: the
+        copy copytruncate made just before truncating. Compressed copies cannot match."""
+        fingerprint, name = self._fingerprint, self.path.name
+        if not fingerprint:
+            return None  # nothing of the old content was seen: no way to recognise its copy
+        best: tuple[int, str] | None = None
+        looked = 0
+        try:
+            with os.scandir(self.path.parent) as entries:
+                for entry in entries:
+                    if entry.name == name or not entry.name.startswith(name):
+                        continue
+                    looked += 1
+                    if looked > MAX_COPY_CANDIDATES:
+                        break
+                    try:
+                        st = entry.stat()
+                    except OSError:
+                        continue
+                    if (
+                        not stat.S_ISREG(st.st_mode)
+                        or (st.st_dev, st.st_ino) == self._ino
+                        or st.st_size < self._offset
+                        or (best is not None and st.st_mtime_ns <= best[0])
+                    ):
+                        continue
+                    if _starts_with(entry.path, fingerprint):
+                        best = (st.st_mtime_ns, entry.path)
+        except OSError:
+            return None
+        return best[1] if best is not None else None
+
+    def _drain_copy(self, copy: str) -> bool:
+        """Pass on the copy's lines past the offset read (its last line ends the old content)."""
+        try:
+            fd = os.open(copy, os.O_RDONLY | os.O_NONBLOCK)
+        except OSError:
+            return False
+        offset = self._offset
+        try:
+            while True:
+                data = os.pread(fd, READ_SIZE, offset)
+                if not data:
+                    break
+                self._buffer.write(data)
+                offset += len(data)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+        if offset > self._offset:
+            self.count_recovered(offset - self._offset)
+        return True
 
     def _check_rotation_and_truncation(self) -> None:
         assert self._fd is not None
@@ -213,7 +280,24 @@ class FileSource(Source):
             if self._open():
                 self._read_available()
 
+    def count_recovered(self, size: int) -> None:
+        """Bytes taken from a rotated copy; kept for tests and the detail line."""
+        self.recovered_bytes += size
+
     def _close(self) -> None:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+
+def _starts_with(path: str, prefix: bytes) -> bool:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        return os.pread(fd, len(prefix), 0) == prefix
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
