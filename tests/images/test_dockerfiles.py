@@ -142,7 +142,7 @@ def test_sglang_image_runs_as_non_root_and_declares_its_sglang_version() -> None
     assert re.search(r"SPECSERVE_SGLANG_VERSION=\$\{SGLANG_VERSION\}", text)
     # build-images.sh passes versions.yaml's pin, not only the ARG default.
     script = (ROOT / "scripts/build-images.sh").read_text()
-    assert 'sglang_version=$(pin sglang.pinned)' in script
+    assert "sglang_version=$(pin sglang.pinned)" in script
     assert '--build-arg "SGLANG_VERSION=$sglang_version"' in script
 
 
