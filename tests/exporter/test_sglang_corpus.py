@@ -209,3 +209,41 @@ def test_reference_ingestor_is_the_line_parser() -> None:
         ReferenceIngestor._fast(ReferenceIngestor.__new__(ReferenceIngestor), b"x\n", 1, 0.0)
         is False
     )
+
+
+# Each usage field SGLang prints, and the `pool` series it must become (docs/metrics.md).
+USAGE_POOL_OF = {
+    "token usage": "kv",
+    "full token usage": "full",
+    "swa token usage": "swa",
+    "mamba usage": "mamba",
+    "gpu token usage": "gpu",
+    "cpu token usage": "cpu",
+}
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_every_printed_usage_is_a_token_usage_series(version: str) -> None:
+    """Standard, SWA, mamba, SWA + mamba and HiSparse lines all feed
+    specserve_decode_token_usage_ratio, one series per pool the line prints, at its value."""
+    lines, expected = corpus(version)
+    seen: set[frozenset[str]] = set()
+    for line, row in zip(lines, expected, strict=True):
+        if row["kind"] != "decode":
+            continue
+        printed = {USAGE_POOL_OF[n]: float(v) for n, v in row["fields"] if n in USAGE_POOL_OF}
+        samples = assert_same([line + b"\n"])
+        usage = {
+            dict(labels)["pool"]: value
+            for (name, labels), value in samples.items()
+            if name == "specserve_decode_token_usage_ratio"
+        }
+        assert usage == printed, f"{row['scenario']}: {line.decode()}"
+        seen.add(frozenset(printed))
+    assert {
+        frozenset({"kv"}),
+        frozenset({"full", "swa"}),
+        frozenset({"full", "mamba"}),
+        frozenset({"full", "swa", "mamba"}),
+        frozenset({"gpu", "cpu"}),
+    } <= seen
