@@ -32,6 +32,7 @@ from specserve.standin.logfmt import (
     PrefillStats,
     decode_line,
     prefill_line,
+    spec_window,
 )
 from specserve.standin.metrics import NativeMetrics
 
@@ -295,10 +296,9 @@ class Engine:
         accept_len: float | None = None
         accept_rate: float | None = None
         if self.shape is not None and self._win_verify:
-            accept_len = self._win_accepted / self._win_verify
-            drafts = self._win_verify * (self.shape.num_draft_tokens - 1)
-            # Upstream since PR #23530: accepted draft tokens / proposed draft tokens.
-            accept_rate = (self._win_accepted - self._win_verify) / drafts
+            accept_len, accept_rate = spec_window(
+                self._win_accepted, self._win_verify, self.shape.num_draft_tokens
+            )
         throughput = self._win_generated / self._win_seconds if self._win_seconds else 0.0
         used = self._used_tokens(reqs)
         stats = DecodeStats(

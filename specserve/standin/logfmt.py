@@ -106,6 +106,19 @@ class PrefillStats:
     input_throughput: float
 
 
+def spec_window(
+    accepted: int, passes: int, draft_tokens: int | None, steps: int | None = None
+) -> tuple[float, float]:
+    """(accept len, accept rate) of a window as `report_decode_stats` computes them (0.5.21 and
+    0.5.23): accepted tokens (the bonus token included) / verify passes, and accepted draft
+    tokens / (passes x drafts per round), drafts per round being draft tokens - 1 (steps when
+    the draft-token count is unset)."""
+    accept_len = accepted / passes if passes else 0.0
+    per_round = (draft_tokens - 1) if draft_tokens else (steps or 0)
+    total = passes * per_round
+    return accept_len, ((accepted - passes) / total if total > 0 else 0.0)
+
+
 def decode_line(stats: DecodeStats) -> str:
     msg = (
         f"Decode batch, #running-req: {stats.running}, "

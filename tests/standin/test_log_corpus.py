@@ -12,6 +12,7 @@ import contextlib
 import io
 import json
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,7 @@ from specserve.standin.logfmt import (
     decode_line,
     prefill_line,
     rank_prefix,
+    spec_window,
 )
 from specserve.upstream import VERIFIED_VERSIONS
 
@@ -198,3 +200,42 @@ def test_corpus_records_name_their_fields() -> None:
         assert spec, f"{version}: no eagle3-tp8 scenario in the corpus"
         names = [name for name, *_ in spec[0]["fields"]]
         assert names[names.index("accept len") + 1] == "accept rate"
+
+
+def _corpus_scenarios() -> dict[str, object]:
+    """The generator's scenarios (scripts/sglang/log_corpus.py imports sglang only when run)."""
+    import importlib.util
+
+    path = ROOT / "scripts" / "sglang" / "log_corpus.py"
+    spec = importlib.util.spec_from_file_location("standin_log_corpus_scenarios", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while it executes
+    spec.loader.exec_module(module)
+    return {s.name: s for s in module.scenarios()}
+
+
+@pytest.mark.parametrize("version", VERIFIED_VERSIONS)
+def test_accept_len_and_rate_mean_what_sglang_prints(version: str) -> None:
+    # SGLang printed these from (accepted tokens, verify passes, correct drafts, draft tokens);
+    # the stand-in's window arithmetic must print the same two numbers from the same inputs.
+    scenarios = _corpus_scenarios()
+    path = CORPUS / version / "expected.jsonl"
+    checked = 0
+    for line in path.read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        given, fields = record["given"], dict(record["fields"])
+        if "spec_forward_ct" not in given or given["spec_forward_ct"] == 0:
+            continue
+        s = scenarios[record["scenario"]]
+        # The stand-in's model has no rejected bonus: correct drafts = accepted - passes.
+        assert (
+            given["spec_correct_drafts"] == given["spec_accept_tokens"] - given["spec_forward_ct"]
+        )
+        accept_len, accept_rate = spec_window(
+            given["spec_accept_tokens"], given["spec_forward_ct"], s.draft_tokens, s.steps
+        )
+        assert f"{accept_len:.2f}" == fields["accept len"], record["n"]
+        assert f"{accept_rate:.2f}" == fields["accept rate"], record["n"]
+        checked += 1
+    assert checked >= 100
