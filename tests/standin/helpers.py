@@ -12,7 +12,8 @@ from pathlib import Path
 
 import requests
 
-# Written from /work/shared/sglang-log-formats.md (prefix) and upstream report_decode_stats.
+# The plain Decode/Prefill shapes the stand-in prints (test_log_corpus.py checks them against
+# lines printed by SGLang's own report_decode_stats / report_prefill_stats).
 PREFIX_RE = (
     r"^\[(?P<ts>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})(?:\.\d{3})?"
     r"(?P<ranks>(?: [A-Z_]+\d+)*)\] "
