@@ -241,13 +241,13 @@ def read_fields(line: bytes) -> dict[bytes, float | bool | bytes] | None:
     parsed = parse_line(line)
     if not isinstance(parsed, StatsLine):
         return None
-    start = max(line.find(DECODE_MARKER), -1)
-    marker = DECODE_MARKER if start >= 0 else PREFILL_MARKER
-    start = line.find(marker) + len(marker)
-    head = HEAD_TAIL.match(line, start)
+    # The same head as parse_line found: the first marker, the kind's.
+    marker = DECODE_MARKER if parsed.kind is Kind.DECODE else PREFILL_MARKER
+    line = line.rstrip(b"\r\n")
+    head = HEAD_TAIL.match(line, line.find(marker) + len(marker))
     assert head is not None  # parse_line accepted it
     out: dict[bytes, float | bool | bytes] = {}
-    for part in split_fields(line.rstrip(b"\r\n")[head.end():].strip().rstrip(b",").strip()):
+    for part in split_fields(line[head.end():].strip().rstrip(b",").strip()):
         name, _, raw = part.partition(b": ")
         raw = raw.strip()
         if name in GRAPH_LABELS:

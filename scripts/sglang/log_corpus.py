@@ -453,9 +453,12 @@ class Corpus:
             speculative_num_draft_tokens=s.draft_tokens, speculative_num_steps=s.steps
         )
         mr.get_disagg = lambda: types.SimpleNamespace(
-            # 0.5.21 prints #host-receive-req when the threshold is > 0, 0.5.23 when it is < 1.
+            # Host receive is off at the version's own default (0.5.21: 0 = off, printed when
+            # > 0; 0.5.23: 1 = off, printed when < 1); 0.5 turns it on in both.
             disaggregation_decode_host_receive_threshold=(
-                0.5 if s.host_receive else (0 if self.version == "0.5.21" else 1)
+                0.5
+                if s.host_receive
+                else self.server_args.disaggregation_decode_host_receive_threshold
             ),
             language_only=s.epd,
             encoder_transfer_backend="zmq_to_scheduler" if s.epd else "",
