@@ -128,8 +128,12 @@ class Redactor:
             return self.redact_text(obj)
         if isinstance(obj, dict):
             return {self.redact_value(k): self.redact_value(v) for k, v in obj.items()}
-        if isinstance(obj, list | tuple):
-            return type(obj)(self.redact_value(v) for v in obj)
+        # Plain list/tuple, not type(obj): subclasses (Ansible's lazy containers) refuse
+        # direct construction.
+        if isinstance(obj, tuple):
+            return tuple(self.redact_value(v) for v in obj)
+        if isinstance(obj, list):
+            return [self.redact_value(v) for v in obj]
         return obj
 
     def stream(self) -> StreamRedactor:

@@ -295,7 +295,7 @@ def helm_outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Output]:
         "helm template": Output(
             rendered.stdout,
             "kind: Deployment",
-            {"api_key": "secretName: specserve-api-key", "hf_token": "name: hf-token-matrix"},
+            {"api_key": "secretName: specserve-api-key", "hf_token": "secretName: hf-token-matrix"},
         ),
         "helm test logs": Output(
             run.stdout + run.stderr + failing.stdout + failing.stderr,
@@ -336,6 +336,8 @@ def test_local_chain(chain: dict[str, Output], cell: str, secret: str) -> None:
     _check(cell, chain[cell], secret)
 
 
+# The first cell pays for the module's deploy, baseline and tune runs (several minutes).
+@pytest.mark.timeout(1200)
 @pytest.mark.parametrize("secret", sorted(SECRETS))
 @pytest.mark.parametrize("cell", ANSIBLE)
 def test_ansible_and_docker(ansible_runs: dict[str, Output], cell: str, secret: str) -> None:
