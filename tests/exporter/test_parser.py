@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from specserve_exporter.parser import NO_RANKS, Kind, Ranks, Reason, Rejected, StatsLine, parse_line
+from specserve_exporter.parser import (
+    NO_RANKS,
+    Kind,
+    Ranks,
+    Reason,
+    Rejected,
+    StatsLine,
+    parse_line,
+    read_fields,
+    split_fields,
+)
 
 SEED_LINE = (
     b"[2026-02-23 17:53:14 TP0] Decode batch, #running-req: 1, #token: 671, token usage: 0.01, "
@@ -246,3 +256,14 @@ def test_malformed_stats_lines_are_rejected_with_reason(line: bytes, reason: Rea
     result = parse_line(line)
     assert isinstance(result, Rejected)
     assert result.reason is reason
+
+
+def test_a_bracketed_value_is_one_field() -> None:
+    # DSPARK's estimate, as SGLang's BlockAcceptEstimateRecorder.estimate_log_suffix prints it.
+    line = SEED_LINE.replace(
+        b", cuda graph", b", est uncap acc len: 2.67 [1.67, 3.67], cuda graph"
+    )
+    assert split_fields(b"a: 1, b: 2 [3, 4], c: 5") == [b"a: 1", b"b: 2 [3, 4]", b"c: 5"]
+    result = parsed(line)
+    assert result.unknown_fields == 0
+    assert read_fields(line)[b"est uncap acc len"] == 2.67
