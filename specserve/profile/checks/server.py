@@ -27,7 +27,8 @@ def _unknown_flag(where: str, spelled: str, contract: Contract) -> Issue:
             f"{spelled} is not an option of SGLang {version} (its parser registers dashes only)",
             f"write it {dashed}",
         )
-    longer = sorted(f for o in contract.options for f in o.flags if f.startswith(spelled))
+    # Only where that parser allows abbreviations (allow_abbrev) would SGLang read it as one.
+    longer = list(contract.abbreviation_matches(spelled))
     if longer:
         return error(
             where,
