@@ -2,12 +2,14 @@
 
     python -m benchmarks.exporter_rotation [--lines 200000] [--rate 40000] [--repeat 3]
 
-A writer appends SGLang-like lines (benchmarks/sglang_log.py) through one O_APPEND descriptor, as
-a server does, at --rate lines/s, and every N lines does what logrotate's copytruncate does:
-copy the file to sglang.log.1, then truncate it in place. specserve-exporter (`--source file`,
-its default 0.1 s poll) and mtail (benchmarks/mtail/sglang.mtail, its default 250 ms poll)
-follow the file in the same run; once the writer is done and both counts are still, each one's
-lines-read counter is compared with the lines written. Figures are medians of --repeat runs.
+A writer appends SGLang-like lines (benchmarks/sglang_log.py) through one O_APPEND descriptor,
+as a server does, at --rate lines/s, and every N lines does what logrotate's copytruncate does
+with `rotate K` (--keep): shift sglang.log.1..K-1 up by one, copy the file to sglang.log.1,
+then truncate it in place (K = 1: the one copy is overwritten each time). specserve-exporter
+(`--source file`, its default 0.1 s poll) and mtail (benchmarks/mtail/sglang.mtail, its default
+250 ms poll) follow the file in the same run; once the writer is done and both counts are
+still, each one's lines-read counter is compared with the lines written. Figures are medians
+of --repeat runs.
 
 A copytruncate always loses what the writer appended after the reader's last read and before
 the truncation (those lines are in the backup, which neither tool reads): at 40k lines/s that
@@ -25,7 +27,6 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Callable
 from pathlib import Path
 
 from benchmarks import sglang_log
@@ -133,11 +134,21 @@ def wait_still(followers: list[Follower], quiet: float = 1.5, limit: float = 20)
     return [c or 0.0 for c in last]
 
 
-def write_with_copytruncate(log: Path, lines: list[bytes], rate: float, every: int) -> int:
+def copy_for_rotation(log: Path, keep: int) -> None:
+    """logrotate's copy step with `rotate keep`: .N -> .N+1 for the older copies, then .1."""
+    for n in range(keep - 1, 0, -1):
+        older = log.with_name(f"{log.name}.{n}")
+        if older.exists():
+            older.rename(log.with_name(f"{log.name}.{n + 1}"))
+    shutil.copyfile(log, log.with_name(f"{log.name}.1"))
+
+
+def write_with_copytruncate(
+    log: Path, lines: list[bytes], rate: float, every: int, keep: int
+) -> int:
     """Append `lines` at `rate` lines/s through one O_APPEND descriptor, copytruncating every
-    `every` lines; returns the number of rotations."""
+    `every` lines and keeping `keep` copies; returns the number of rotations."""
     fd = os.open(log, os.O_WRONLY | os.O_APPEND)
-    backup = log.with_suffix(".log.1")
     rotations = 0
     start = time.perf_counter()
     try:
@@ -149,7 +160,7 @@ def write_with_copytruncate(log: Path, lines: list[bytes], rate: float, every: i
             os.write(fd, b"".join(lines[i : i + BATCH]))
             written = i + BATCH
             if written % every == 0 and written < len(lines):
-                shutil.copyfile(log, backup)
+                copy_for_rotation(log, keep)
                 os.truncate(log, 0)
                 rotations += 1
     finally:
@@ -158,17 +169,17 @@ def write_with_copytruncate(log: Path, lines: list[bytes], rate: float, every: i
 
 
 def one_run(
-    workdir: Path, lines: list[bytes], rate: float, every: int, mtail: str | None
+    workdir: Path, lines: list[bytes], rate: float, every: int, keep: int, mtail: str | None
 ) -> dict[str, float]:
     log = workdir / "sglang.log"
-    for stale in (log, log.with_suffix(".log.1")):
-        stale.unlink(missing_ok=True)
+    for stale in workdir.glob("sglang.log*"):
+        stale.unlink()
     log.touch()
     followers = start_followers(log, mtail)
     try:
         wait_ready(followers, log)
         base = [f.count() or 0.0 for f in followers]
-        write_with_copytruncate(log, lines, rate, every)
+        write_with_copytruncate(log, lines, rate, every, keep)
         final = wait_still(followers)
     finally:
         for f in followers:
@@ -182,6 +193,8 @@ def main() -> int:
     parser.add_argument("--rate", type=float, default=40_000)
     parser.add_argument("--every", type=int, nargs="+", default=[2_000, 5_000, 20_000])
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--keep", type=int, nargs="+", default=[1, 5],
+                        help="copies logrotate keeps (rotate K); each K is a separate table")
     args = parser.parse_args()
     for every in args.every:
         if every % BATCH:
@@ -191,28 +204,30 @@ def main() -> int:
     seconds = args.lines / args.rate
     print(f"{args.lines:,} lines at {args.rate:,.0f} lines/s ({seconds:.1f} s per run), "
           f"copytruncate every N lines; lines lost = written - counted, median of {args.repeat}")
-    lost: dict[int, dict[str, list[float]]] = {}
+    lost: dict[tuple[int, int], dict[str, list[float]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(args.repeat):
-            for every in args.every:  # round-robin: a slow spell of the machine hits all alike
-                run = one_run(Path(tmp), lines, args.rate, every, mtail)
-                for name, n in run.items():
-                    lost.setdefault(every, {}).setdefault(name, []).append(n)
+            for keep in args.keep:
+                for every in args.every:  # round-robin: a slow spell of the machine hits all
+                    run = one_run(Path(tmp), lines, args.rate, every, keep, mtail)
+                    for name, n in run.items():
+                        lost.setdefault((keep, every), {}).setdefault(name, []).append(n)
     names = list(next(iter(lost.values())))
-    pct: Callable[[float], str] = lambda n: f"{100 * n / args.lines:.1f}%"  # noqa: E731
-    print(f"\n{'N (lines per rotation)':>24}{'rotations':>11}" + "".join(
-        f"{name + ' lost':>26}" for name in names))
-    for every, by_name in lost.items():
+
+    def cell(v: list[float]) -> str:
+        n = statistics.median(v)
+        return f"{n:,.0f} ({100 * n / args.lines:.1f}%)"
+
+    print(f"\n{'copies kept':>12}{'N (lines/rotation)':>20}{'rotations':>11}"
+          + "".join(f"{name + ' lost':>26}" for name in names))
+    for (keep, every), by_name in lost.items():
         rotations = (args.lines - 1) // every
-        cells = "".join(
-            f"{f'{statistics.median(v):,.0f} ({pct(statistics.median(v))})':>26}"
-            for v in by_name.values()
-        )
-        print(f"{every:>24,}{rotations:>11}{cells}")
+        cells = "".join(f"{cell(v):>26}" for v in by_name.values())
+        print(f"{keep:>12}{every:>20,}{rotations:>11}{cells}")
     print("\nall runs (lines lost):")
-    for every, by_name in lost.items():
+    for (keep, every), by_name in lost.items():
         for name, v in by_name.items():
-            print(f"  N={every:<7} {name:<20} {', '.join(f'{n:,.0f}' for n in v)}")
+            print(f"  keep={keep} N={every:<7} {name:<20} {', '.join(f'{n:,.0f}' for n in v)}")
     if not mtail:
         print("mtail not installed: apt-get install mtail")
     return 0

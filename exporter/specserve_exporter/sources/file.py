@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -70,6 +71,10 @@ class FileSource(Source):
         self._tail = b""
         self._first_open = True
         self.recovered_bytes = 0
+        # While the file is seen empty (just truncated, or empty at open): its mtime then. A
+        # whole generation written, copied and truncated before the next poll leaves a copy
+        # newer than that, and no fingerprint to recognise it by.
+        self._empty_since: int | None = None
         # Where "start at the end" points: the file's identity and size when the exporter
         # started. Taken with stat(), which needs no read permission, so lines written while
         # the file was missing or unreadable are not skipped once it can be opened.
@@ -129,6 +134,7 @@ class FileSource(Source):
             self._fingerprint = os.pread(fd, FINGERPRINT_SIZE, 0)
         except OSError:
             self._fingerprint = b""  # unreadable (a directory, EIO): the first read reports it
+        self._empty_since = None if self._fingerprint else st.st_mtime_ns
         self._tail = b""
         if not self._first_open:
             self.count_reopen()
@@ -184,65 +190,108 @@ class FileSource(Source):
         if overlap > 0 and data[:overlap] != head[self._offset : self._offset + overlap]:
             return False  # the read saw other bytes than the file holds now: truncated between
         if len(head) > known:
+            if not known and self._empty_since is not None:
+                self._drain_gap(head)
             self._fingerprint = head  # the file grew: learn more of its first bytes
         return True
 
     def _restart_from_top(self) -> None:
         """copytruncate or `> file`: read the new content from 0. What the old content held
-        past the last read is taken from the copy logrotate made of it, when one is there;
+        past the last read is taken from the copy logrotate made of it, when one is there (and
+        whole generations rotated away between two polls from the numbered copies after it);
         otherwise its partial last line is passed on as a line, as at a rotation."""
-        copy = self._find_copy()
-        if copy is not None and self._drain_copy(copy):
+        copies = self._find_copies()
+        if copies:
+            self._drain_copy(copies[0], self._offset)
             self._tail = b""  # it was in the copy, with its end
+            for later in copies[1:]:
+                self._buffer.flush()
+                self._drain_copy(later, 0)
         elif self._tail:
             self._buffer.write(self._tail)
             self._tail = b""
         self._buffer.flush()
         self._offset = 0
         self._fingerprint = b""
+        self._empty_since = _mtime(self._fd)
         self.count_reopen()
 
-    def _find_copy(self) -> str | None:
-        """The newest regular file next to ours, named like it (sglang.log.1, sglang.log-2026..),
-        that starts with the old content's fingerprint and reaches past the offset read: the
-        copy copytruncate made just before truncating. Compressed copies cannot match."""
-        fingerprint, name = self._fingerprint, self.path.name
-        if not fingerprint:
-            return None  # nothing of the old content was seen: no way to recognise its copy
-        best: tuple[int, str] | None = None
-        looked = 0
+    def _siblings(self) -> list[tuple[int, int, str]]:
+        """(mtime, size, path) of the regular files next to ours whose names start with its
+        name, oldest first; our own file (same inode) left out."""
+        name, found = self.path.name, []
         try:
             with os.scandir(self.path.parent) as entries:
                 for entry in entries:
                     if entry.name == name or not entry.name.startswith(name):
                         continue
-                    looked += 1
-                    if looked > MAX_COPY_CANDIDATES:
+                    if len(found) >= MAX_COPY_CANDIDATES:
                         break
                     try:
                         st = entry.stat()
                     except OSError:
                         continue
-                    if (
-                        not stat.S_ISREG(st.st_mode)
-                        or (st.st_dev, st.st_ino) == self._ino
-                        or st.st_size < self._offset
-                        or (best is not None and st.st_mtime_ns <= best[0])
-                    ):
-                        continue
-                    if _starts_with(entry.path, fingerprint):
-                        best = (st.st_mtime_ns, entry.path)
+                    if stat.S_ISREG(st.st_mode) and (st.st_dev, st.st_ino) != self._ino:
+                        found.append((st.st_mtime_ns, st.st_size, entry.path))
         except OSError:
-            return None
-        return best[1] if best is not None else None
+            return []
+        return sorted(found)
 
-    def _drain_copy(self, copy: str) -> bool:
-        """Pass on the copy's lines past the offset read (its last line ends the old content)."""
+    def _later_generations(self, siblings: list[tuple[int, int, str]], after: int) -> list[str]:
+        """Copies with a rotated name (sglang.log.1, sglang.log-20261201) modified after
+        `after`, oldest first, except one that starts like the live file: copied, not yet
+        truncated, so it is read from the live file."""
+        assert self._fd is not None
+        try:
+            live = os.pread(self._fd, FINGERPRINT_SIZE, 0)
+        except OSError:
+            return []
+        rotated = re.compile(re.escape(self.path.name) + r"[.-]\d+")
+        return [
+            path
+            for mtime, _, path in siblings
+            if mtime > after
+            and rotated.fullmatch(os.path.basename(path))
+            and not (live and _starts_with(path, live))
+        ]
+
+    def _find_copies(self) -> list[str]:
+        """The copy copytruncate made of the content we were reading, then any generations
+        copied after it, oldest first. The copy is the newest file next to ours, named like
+        it, that starts with the old content's fingerprint and reaches past the offset read (a
+        compressed copy cannot match)."""
+        fingerprint = self._fingerprint
+        if not fingerprint or self._fd is None:
+            return []  # nothing of the old content was seen: no way to recognise its copy
+        siblings = self._siblings()
+        copy = next(
+            (
+                (mtime, path)
+                for mtime, size, path in reversed(siblings)
+                if size >= self._offset and _starts_with(path, fingerprint)
+            ),
+            None,
+        )
+        if copy is None:
+            return []
+        return [copy[1], *self._later_generations(siblings, copy[0])]
+
+    def _drain_gap(self, live: bytes) -> None:
+        """The file was seen empty and now has content: pass on the generations written,
+        copied and truncated in between (their copies are newer than the empty file)."""
+        assert self._empty_since is not None
+        since, self._empty_since = self._empty_since, None
+        for path in self._later_generations(self._siblings(), since):
+            self._drain_copy(path, 0)
+            self._buffer.flush()
+
+    def _drain_copy(self, copy: str, offset: int) -> None:
+        """Pass on a copy's lines from `offset` to its end (its last line ends that content)."""
         try:
             fd = os.open(copy, os.O_RDONLY | os.O_NONBLOCK)
         except OSError:
-            return False
-        offset = self._offset
+            return
+        start = offset
         try:
             while True:
                 data = os.pread(fd, READ_SIZE, offset)
@@ -254,9 +303,7 @@ class FileSource(Source):
             pass
         finally:
             os.close(fd)
-        if offset > self._offset:
-            self.count_recovered(offset - self._offset)
-        return True
+        self.count_recovered(offset - start)
 
     def _check_rotation_and_truncation(self) -> None:
         assert self._fd is not None
@@ -301,3 +348,12 @@ def _starts_with(path: str, prefix: bytes) -> bool:
         return False
     finally:
         os.close(fd)
+
+
+def _mtime(fd: int | None) -> int | None:
+    if fd is None:
+        return None
+    try:
+        return os.fstat(fd).st_mtime_ns
+    except OSError:
+        return None
