@@ -23,10 +23,12 @@ carry counters, so that does not happen with real logs.)
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import re
 import stat
+from collections import deque
 from pathlib import Path
 
 from .base import LineBuffer, LineSink, Source, SourceState
@@ -75,6 +77,10 @@ class FileSource(Source):
         # whole generation written, copied and truncated before the next poll leaves a copy
         # newer than that, and no fingerprint to recognise it by.
         self._empty_since: int | None = None
+        # First bytes of the generations already read (live or from a copy): a copy starting
+        # with one of them is never read again, whatever its mtime says (file systems stamp
+        # mtimes from a coarse clock, so a copy can look newer than a later truncation).
+        self._finished: deque[bytes] = deque(maxlen=16)
         # Where "start at the end" points: the file's identity and size when the exporter
         # started. Taken with stat(), which needs no read permission, so lines written while
         # the file was missing or unreadable are not skipped once it can be opened.
@@ -201,12 +207,14 @@ class FileSource(Source):
         whole generations rotated away between two polls from the numbered copies after it);
         otherwise its partial last line is passed on as a line, as at a rotation."""
         copies = self._find_copies()
+        if self._fingerprint:
+            self._finished.append(self._fingerprint)
         if copies:
             self._drain_copy(copies[0], self._offset)
             self._tail = b""  # it was in the copy, with its end
             for later in copies[1:]:
                 self._buffer.flush()
-                self._drain_copy(later, 0)
+                self._drain_copy(later, 0, whole=True)
         elif self._tail:
             self._buffer.write(self._tail)
             self._tail = b""
@@ -247,13 +255,17 @@ class FileSource(Source):
         except OSError:
             return []
         rotated = re.compile(re.escape(self.path.name) + r"[.-]\d+")
-        return [
-            path
-            for mtime, _, path in siblings
-            if mtime > after
-            and rotated.fullmatch(os.path.basename(path))
-            and not (live and _starts_with(path, live))
-        ]
+        later = []
+        for mtime, _, path in siblings:
+            if mtime <= after or not rotated.fullmatch(os.path.basename(path)):
+                continue
+            head = _head(path)
+            if head is None or not head or (live and head.startswith(live)):
+                continue
+            if any(head.startswith(done) for done in self._finished):
+                continue  # read already: its mtime only looks newer
+            later.append(path)
+        return later
 
     def _find_copies(self) -> list[str]:
         """The copy copytruncate made of the content we were reading, then any generations
@@ -282,15 +294,19 @@ class FileSource(Source):
         assert self._empty_since is not None
         since, self._empty_since = self._empty_since, None
         for path in self._later_generations(self._siblings(), since):
-            self._drain_copy(path, 0)
+            self._drain_copy(path, 0, whole=True)
             self._buffer.flush()
 
-    def _drain_copy(self, copy: str, offset: int) -> None:
-        """Pass on a copy's lines from `offset` to its end (its last line ends that content)."""
+    def _drain_copy(self, copy: str, offset: int, *, whole: bool = False) -> None:
+        """Pass on a copy's lines from `offset` to its end (its last line ends that content).
+        `whole`: a generation never seen live, remembered as read."""
         try:
             fd = os.open(copy, os.O_RDONLY | os.O_NONBLOCK)
         except OSError:
             return
+        if whole:
+            with contextlib.suppress(OSError):
+                self._finished.append(os.pread(fd, FINGERPRINT_SIZE, 0))
         start = offset
         try:
             while True:
@@ -335,6 +351,19 @@ class FileSource(Source):
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+
+def _head(path: str) -> bytes | None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        return os.pread(fd, FINGERPRINT_SIZE, 0)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def _starts_with(path: str, prefix: bytes) -> bool:
