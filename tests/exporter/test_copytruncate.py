@@ -296,6 +296,28 @@ def test_a_generation_rotated_while_the_file_was_seen_empty_comes_from_its_copy(
     writer.close()
 
 
+def test_a_copy_already_read_is_not_read_again_when_its_mtime_looks_newer(
+    tmp_path: Path,
+) -> None:
+    """File systems stamp mtimes from a coarse clock: logrotate's copy can carry a later mtime
+    than the truncation that followed it. It must not count as a generation never seen."""
+    log = tmp_path / "sglang.log"
+    writer = Writer(log)
+    source, sink = follow(log)
+    writer.write(numbered(0, 3))
+    source.poll_once()
+    writer.write(numbered(3, 2))
+    logrotate_copy(log)
+    os.truncate(log, 0)
+    future = time.time_ns() + 10**9
+    os.utime(log.with_name("sglang.log.1"), ns=(future, future))
+    source.poll_once()  # lines 3-4 from the copy; the file is empty now
+    writer.write(numbered(50, 4))
+    source.poll_once()
+    assert ids(sink.lines) == [0, 1, 2, 3, 4, 50, 51, 52, 53]
+    writer.close()
+
+
 class RacingSource(FileSource):
     """Truncates and refills the file between a read and its check, once: the tightest race."""
 
