@@ -10,7 +10,8 @@ secret would have been (so the redaction was exercised, not bypassed).
 
 Where each secret is planted:
 - API key: the profile's key file (launcher, SGLang stand-in, bench, Helm test), Ansible's
-  `server_api_key` (key file, verify, bench in baseline / tune).
+  `server_api_key` (a profile reading it from `$SPECSERVE_API_KEY`: it is in the server
+  container's environment; verify; bench in baseline / tune).
 - HF token: `HF_TOKEN` in the launcher's environment (redacted by the tee as an injected
   secret), Ansible's `weights_hf_token`, used for real by a weights stage from a Hub stand-in
   that refuses any other token; the chart's HF token Secret reference.
@@ -185,7 +186,10 @@ def ansible_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str,
         exporter_port=free_port(), prometheus_port=free_port(), alertmanager_port=free_port(),
         state_dir=workdir / "state",
     )  # fmt: skip
-    write_profile(dep.profile, dep.server_port, **{"logging.decode_log_interval": 10})
+    # The key from a variable, the harder path: it is then in the server container's
+    # environment, which every container-info or container-state result carries.
+    changes = {"logging.decode_log_interval": 10, "server.api_key": {"env": "SPECSERVE_API_KEY"}}
+    write_profile(dep.profile, dep.server_port, **changes)
     dep.write_inventory(dep.inventory, {"localhost": {}})
     runs = workdir / "runs"
     extra = workdir / "vars.yml"
