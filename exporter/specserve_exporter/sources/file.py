@@ -28,6 +28,7 @@ import errno
 import os
 import re
 import stat
+import time
 from collections import deque
 from pathlib import Path
 
@@ -41,7 +42,7 @@ READ_SIZE = 512 * 1024
 # never share them; one pread of this size per read buffer costs nothing.
 FINGERPRINT_SIZE = 1024
 # Files next to ours a truncation looks through for logrotate's copy (sglang.log.1, ...).
-MAX_COPY_CANDIDATES = 64
+MAX_COPY_CANDIDATES = 1024
 
 
 class FileSource(Source):
@@ -73,14 +74,16 @@ class FileSource(Source):
         self._tail = b""
         self._first_open = True
         self.recovered_bytes = 0
-        # While the file is seen empty (just truncated, or empty at open): its mtime then. A
-        # whole generation written, copied and truncated before the next poll leaves a copy
-        # newer than that, and no fingerprint to recognise it by.
-        self._empty_since: int | None = None
-        # First bytes of the generations already read (live or from a copy): a copy starting
-        # with one of them is never read again, whatever its mtime says (file systems stamp
-        # mtimes from a coarse clock, so a copy can look newer than a later truncation).
-        self._finished: deque[bytes] = deque(maxlen=16)
+        # Set while the file has no fingerprint (just truncated, or empty at open): a whole
+        # generation may be written, copied and truncated before the next poll, leaving only
+        # its copy; when content appears, copies not known yet are read first.
+        self._unseen_possible = False
+        # First bytes of every copy known (there at open, or read live or from a copy): such a
+        # copy is never read (again). Recognised by content, not mtime: file systems stamp
+        # mtimes from a coarse clock, so a copy can look newer than the truncation after it.
+        self._finished: deque[bytes] = deque(maxlen=4 * MAX_COPY_CANDIDATES)
+        # Copies older than this (2 s before the first open) are history, never read.
+        self._history_floor_ns: int | None = None
         # Where "start at the end" points: the file's identity and size when the exporter
         # started. Taken with stat(), which needs no read permission, so lines written while
         # the file was missing or unreadable are not skipped once it can be opened.
@@ -140,7 +143,13 @@ class FileSource(Source):
             self._fingerprint = os.pread(fd, FINGERPRINT_SIZE, 0)
         except OSError:
             self._fingerprint = b""  # unreadable (a directory, EIO): the first read reports it
-        self._empty_since = None if self._fingerprint else st.st_mtime_ns
+        self._unseen_possible = not self._fingerprint
+        if self._history_floor_ns is None:
+            self._history_floor_ns = time.time_ns() - 2 * 10**9
+        for _, _, path in self._siblings():  # copies there now are history: never read
+            head = _head(path) if self._rotated_name(path) else None
+            if head:
+                self._finished.append(head)
         self._tail = b""
         if not self._first_open:
             self.count_reopen()
@@ -196,8 +205,8 @@ class FileSource(Source):
         if overlap > 0 and data[:overlap] != head[self._offset : self._offset + overlap]:
             return False  # the read saw other bytes than the file holds now: truncated between
         if len(head) > known:
-            if not known and self._empty_since is not None:
-                self._drain_gap(head)
+            if not known and self._unseen_possible:
+                self._drain_gap()
             self._fingerprint = head  # the file grew: learn more of its first bytes
         return True
 
@@ -221,7 +230,7 @@ class FileSource(Source):
         self._buffer.flush()
         self._offset = 0
         self._fingerprint = b""
-        self._empty_since = _mtime(self._fd)
+        self._unseen_possible = True
         self.count_reopen()
 
     def _siblings(self) -> list[tuple[int, int, str]]:
@@ -245,55 +254,63 @@ class FileSource(Source):
             return []
         return sorted(found)
 
-    def _later_generations(self, siblings: list[tuple[int, int, str]], after: int) -> list[str]:
-        """Copies with a rotated name (sglang.log.1, sglang.log-20261201) modified after
-        `after`, oldest first, except one that starts like the live file: copied, not yet
-        truncated, so it is read from the live file."""
+    def _rotated_name(self, path: str) -> bool:
+        """sglang.log.1, sglang.log-20261201: a name logrotate gives a copy (not .gz, .lock)."""
+        return (
+            re.fullmatch(re.escape(self.path.name) + r"[.-]\d+", os.path.basename(path)) is not None
+        )
+
+    def _unseen_generations(
+        self, siblings: list[tuple[int, int, str]], skip: str = ""
+    ) -> list[str]:
+        """Copies with a rotated name whose first bytes are not known, oldest first: content
+        written, copied and truncated between two looks. One that starts like the live file
+        is left out: copied, not yet truncated, it is read from the live file."""
         assert self._fd is not None
         try:
             live = os.pread(self._fd, FINGERPRINT_SIZE, 0)
         except OSError:
             return []
-        rotated = re.compile(re.escape(self.path.name) + r"[.-]\d+")
-        later = []
+        floor = self._history_floor_ns or 0
+        unseen = []
         for mtime, _, path in siblings:
-            if mtime <= after or not rotated.fullmatch(os.path.basename(path)):
+            if path == skip or mtime < floor or not self._rotated_name(path):
                 continue
             head = _head(path)
-            if head is None or not head or (live and head.startswith(live)):
+            if not head or (live and head.startswith(live)):
                 continue
             if any(head.startswith(done) for done in self._finished):
-                continue  # read already: its mtime only looks newer
-            later.append(path)
-        return later
+                continue  # there at open, or read already
+            unseen.append(path)
+        return unseen
 
     def _find_copies(self) -> list[str]:
-        """The copy copytruncate made of the content we were reading, then any generations
-        copied after it, oldest first. The copy is the newest file next to ours, named like
-        it, that starts with the old content's fingerprint and reaches past the offset read (a
-        compressed copy cannot match)."""
+        """The copy copytruncate made of the content we were reading, then the generations
+        copied after it that we never saw, oldest first. The copy is the newest file next to
+        ours, named like it, that starts with the old content's fingerprint and reaches past
+        the offset read (a compressed copy cannot match)."""
         fingerprint = self._fingerprint
         if not fingerprint or self._fd is None:
             return []  # nothing of the old content was seen: no way to recognise its copy
         siblings = self._siblings()
         copy = next(
             (
-                (mtime, path)
-                for mtime, size, path in reversed(siblings)
+                path
+                for _, size, path in reversed(siblings)
                 if size >= self._offset and _starts_with(path, fingerprint)
             ),
             None,
         )
         if copy is None:
             return []
-        return [copy[1], *self._later_generations(siblings, copy[0])]
+        self._finished.append(fingerprint)
+        return [copy, *self._unseen_generations(siblings, skip=copy)]
 
-    def _drain_gap(self, live: bytes) -> None:
-        """The file was seen empty and now has content: pass on the generations written,
-        copied and truncated in between (their copies are newer than the empty file)."""
-        assert self._empty_since is not None
-        since, self._empty_since = self._empty_since, None
-        for path in self._later_generations(self._siblings(), since):
+    def _drain_gap(self) -> None:
+        """The file had no fingerprint and now has content: pass on the generations written,
+        copied and truncated in between."""
+        self._unseen_possible = False
+        for path in self._unseen_generations(self._siblings()):
             self._drain_copy(path, 0, whole=True)
             self._buffer.flush()
 
@@ -377,12 +394,3 @@ def _starts_with(path: str, prefix: bytes) -> bool:
         return False
     finally:
         os.close(fd)
-
-
-def _mtime(fd: int | None) -> int | None:
-    if fd is None:
-        return None
-    try:
-        return os.fstat(fd).st_mtime_ns
-    except OSError:
-        return None
