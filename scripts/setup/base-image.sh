@@ -2,6 +2,8 @@
 # Build the local base image CI uses in place of upstream images, which cannot be pulled here.
 # Every Dockerfile takes its base as a build argument: users build FROM the real upstream image,
 # CI builds FROM this one. Debian bookworm + python3 (3.11), the same Python as python:3.11-slim.
+# The SGLang image's CI base (specserve-local/sglang, docker/sglang-local-base) is built FROM
+# this one by scripts/build-images.sh --local-base --images sglang, which makes its wheelhouse.
 set -euo pipefail
 IMAGE="${SPECSERVE_LOCAL_BASE_IMAGE:-specserve-local/bookworm-python:3.11}"
 if docker image inspect "$IMAGE" >/dev/null 2>&1; then
