@@ -206,7 +206,7 @@ class FileSource(Source):
             return False  # the read saw other bytes than the file holds now: truncated between
         if len(head) > known:
             if not known and self._unseen_possible:
-                self._drain_gap()
+                self._drain_gap(head)
             self._fingerprint = head  # the file grew: learn more of its first bytes
         return True
 
@@ -261,16 +261,17 @@ class FileSource(Source):
         )
 
     def _unseen_generations(
-        self, siblings: list[tuple[int, int, str]], skip: str = ""
+        self, siblings: list[tuple[int, int, str]], skip: str = "", live: bytes | None = None
     ) -> list[str]:
         """Copies with a rotated name whose first bytes are not known, oldest first: content
         written, copied and truncated between two looks. One that starts like the live file
         is left out: copied, not yet truncated, it is read from the live file."""
         assert self._fd is not None
-        try:
-            live = os.pread(self._fd, FINGERPRINT_SIZE, 0)
-        except OSError:
-            return []
+        if live is None:
+            try:
+                live = os.pread(self._fd, FINGERPRINT_SIZE, 0)
+            except OSError:
+                return []
         floor = self._history_floor_ns or 0
         unseen = []
         for mtime, _, path in siblings:
@@ -306,11 +307,12 @@ class FileSource(Source):
         self._finished.append(fingerprint)
         return [copy, *self._unseen_generations(siblings, skip=copy)]
 
-    def _drain_gap(self) -> None:
-        """The file had no fingerprint and now has content: pass on the generations written,
-        copied and truncated in between."""
+    def _drain_gap(self, live: bytes) -> None:
+        """The file had no fingerprint and now has content (`live`, its first bytes, as just
+        read and about to be passed on): pass on the generations written, copied and
+        truncated in between. A copy of `live` itself is what we are reading: not it."""
         self._unseen_possible = False
-        for path in self._unseen_generations(self._siblings()):
+        for path in self._unseen_generations(self._siblings(), live=live):
             self._drain_copy(path, 0, whole=True)
             self._buffer.flush()
 
