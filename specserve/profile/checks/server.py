@@ -53,7 +53,7 @@ def _unknown_flag(where: str, spelled: str, contract: Contract) -> Issue:
         where,
         f"{spelled} is not an option of SGLang {version}; SGLang would exit at start with "
         "'unrecognized arguments'",
-        "remove it or correct its spelling (python3 -m sglang.launch_server --help lists them)",
+        "remove it or correct its spelling (the server's --help lists its options)",
     )
 
 
@@ -91,7 +91,8 @@ def _extra_arg_issues(profile: Profile, contract: Contract) -> list[Issue]:
                 )
             issues.append(error(where, f"{spelled} is owned by the profile field {owned}", fix))
             continue
-        assert opt is not None
+        if opt is None:  # only its dashed spelling exists, and that one is owned (above)
+            continue
         value = arg_value(args, i)
         if opt.takes_value and opt.nargs is None and value is None:
             issues.append(
