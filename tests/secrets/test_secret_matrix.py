@@ -169,7 +169,20 @@ def _ansible(dep: Deployment, name: str, extra: Path, *args: str, timeout: int =
          "-e", f"@{FIXTURES / 'vault.yml'}", "-e", f"@{extra}", "-vvv", *args],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout, check=False,
     )  # fmt: skip
-    return Run(proc.returncode, proc.stdout + proc.stderr, time.monotonic() - start)
+    run = Run(proc.returncode, proc.stdout + proc.stderr, time.monotonic() - start)
+    # The whole -vvv output, for the failure message and for a person reading it afterwards.
+    (dep.workdir / f"{name}.out").write_text(run.output, encoding="utf-8")
+    return run
+
+
+def _failed(run: Run, name: str, dep: Deployment) -> str:
+    fatal = [line for line in run.output.splitlines() if line.startswith(("fatal:", "failed:"))]
+    return (
+        f"{name} failed (full output {dep.workdir / (name + '.out')}):\n"
+        + "\n".join(line[:3000] for line in fatal[:3])
+        + "\n"
+        + run.output[-3000:]
+    )
 
 
 @pytest.fixture(scope="module")
@@ -211,11 +224,11 @@ def ansible_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str,
     }))  # fmt: skip
     try:
         deploy = _ansible(dep, "deploy", extra)
-        assert deploy.rc == 0, deploy.output[-6000:]
+        assert deploy.rc == 0, _failed(deploy, "deploy", dep)
         baseline = _ansible(dep, "baseline", extra)
-        assert baseline.rc == 0, baseline.output[-6000:]
+        assert baseline.rc == 0, _failed(baseline, "baseline", dep)
         tune = _ansible(dep, "tune", extra)
-        assert tune.rc == 0, tune.output[-6000:]
+        assert tune.rc == 0, _failed(tune, "tune", dep)
         weights = _hf_weights_run(dep, workdir)
         logs = subprocess.run(["docker", "logs", dep.prefix], capture_output=True, text=True,
                               timeout=60, check=False)  # fmt: skip
