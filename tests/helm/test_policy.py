@@ -72,3 +72,29 @@ def test_every_exception_is_justified() -> None:
         annotated |= set(re.findall(r"checkov\.io/skip\d+: (CKV\w+)=\S", template.read_text()))
     for check in annotated:
         assert f"`{check}`" in section, f"{check} (annotation) not listed in README"
+
+
+def _image_user() -> int:
+    dockerfile = (CHART.parent.parent / "docker" / "sglang" / "Dockerfile").read_text()
+    (user,) = re.findall(r"^USER (\d+):\d+$", dockerfile, flags=re.M)
+    return int(user)
+
+
+def test_sglang_pods_run_as_the_images_own_user(rendered: dict[str, Rendered]) -> None:
+    # The SGLang image runs as an unprivileged user; the pods must not ask for root, and fsGroup
+    # must let that user read the API-key Secret (0440) and write the log and weights volumes.
+    uid = _image_user()
+    seen = 0
+    for render in rendered.values():
+        for kind in ("Deployment", "Job"):
+            for obj in render.objects(kind):
+                component = obj["metadata"]["labels"].get("app.kubernetes.io/component")
+                if component not in ("server", "download"):
+                    continue
+                pod = obj["spec"]["template"]["spec"]
+                ctx = pod["securityContext"]
+                assert (ctx["runAsUser"], ctx["fsGroup"], ctx["runAsNonRoot"]) == (uid, uid, True), (
+                    f"{render.name}: {obj['metadata']['name']} pod security context {ctx}"
+                )
+                seen += 1
+    assert seen >= len(rendered)
