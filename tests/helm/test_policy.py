@@ -93,7 +93,8 @@ def test_sglang_pods_run_as_the_images_own_user(rendered: dict[str, Rendered]) -
                     continue
                 pod = obj["spec"]["template"]["spec"]
                 ctx = pod["securityContext"]
-                assert (ctx["runAsUser"], ctx["fsGroup"], ctx["runAsNonRoot"]) == (uid, uid, True), (
+                got = (ctx["runAsUser"], ctx["fsGroup"], ctx["runAsNonRoot"])
+                assert got == (uid, uid, True), (
                     f"{render.name}: {obj['metadata']['name']} pod security context {ctx}"
                 )
                 seen += 1
