@@ -532,3 +532,32 @@ def test_sglang_parses_each_field_into_the_option_it_promises(tmp_path, version)
     ), off_parsed["warnings"]
     got = off_parsed["fields"]
     assert got["cuda_graph_backend_decode"] == got["cuda_graph_backend_prefill"] == "disabled"
+
+
+@VERSIONS
+def test_decode_graph_precedence_is_sglangs(version):
+    # checks/graphs.py ranks the switches as SGLang's parse_cuda_graph_config applies them (each
+    # later one overwrites the decode backend): legacy flag, disable flag, backend flag, JSON.
+    # Read from that version's own source, so a reordering upstream fails here.
+    import ast
+
+    from tests.contract.sglang_venv import venv_python
+
+    lib = venv_python(version).parent.parent / "lib"
+    [hook] = lib.glob("python3*/site-packages/sglang/srt/arg_groups/cuda_graph_hook.py")
+    tree = ast.parse(hook.read_text(encoding="utf-8"))
+    [func] = [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, ast.FunctionDef) and n.name == "parse_cuda_graph_config"
+    ]
+    source = ast.get_source_segment(hook.read_text(encoding="utf-8"), func) or ""
+    marks = [
+        "if cfg.disable_cuda_graph:",
+        "if cfg.disable_decode_cuda_graph:",
+        "if cfg.cuda_graph_backend_decode is not None:",
+        "for phase, phase_config in explicit_input.items():",
+    ]
+    positions = [source.find(m) for m in marks]
+    assert -1 not in positions, (version, dict(zip(marks, positions, strict=True)))
+    assert positions == sorted(positions), (version, positions)
