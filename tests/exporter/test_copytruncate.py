@@ -318,6 +318,36 @@ def test_a_copy_already_read_is_not_read_again_when_its_mtime_looks_newer(
     writer.close()
 
 
+class RotatingDuringGapCheck(FileSource):
+    """Runs logrotate's copytruncate at the moment the reader lists the copies, once."""
+
+    armed = False
+
+    def _siblings(self) -> list[tuple[int, int, str]]:
+        if self.armed:
+            self.armed = False
+            logrotate_copy(self.path)
+            os.truncate(self.path, 0)
+        return super()._siblings()
+
+
+def test_content_copied_and_truncated_while_it_is_being_read_counts_once(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "sglang.log"
+    writer = Writer(log)
+    sink = Sink()
+    source = RotatingDuringGapCheck(log, sink, from_beginning=True)
+    source.poll_once()  # an empty file: no fingerprint yet
+    writer.write(numbered(0, 8))
+    source.armed = True  # the rotation lands between reading lines 0-7 and passing them on
+    source.poll_once()
+    writer.write(numbered(20, 2))
+    source.poll_once()
+    assert ids(sink.lines) == [*range(8), 20, 21]
+    writer.close()
+
+
 class RacingSource(FileSource):
     """Truncates and refills the file between a read and its check, once: the tightest race."""
 
