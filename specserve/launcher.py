@@ -1,10 +1,13 @@
 """`specserve-launch [PROFILE]`: the SGLang image's entrypoint.
 
-Validates the profile, prints the rendered command (API key redacted), then execs the server so
-it keeps this PID and receives the container's signals directly. With `logging.file` set, a
-forked tee child copies the output to stdout and a size-rotated file first; with a secret to
-inject (the API key), the tee runs even without a file, because SGLang logs its arguments, key
-included, and the tee replaces every secret it knows by value before anything is copied.
+Validates the profile, prints the rendered command (API key redacted), then runs the server as
+its child and supervises it (specserve/supervise.py): signals are forwarded to it, zombies
+reaped, its exit status becomes the launcher's. It does not exec in place because SGLang ends by
+SIGKILLing all its descendants, and the tee that copies its output must outlive that to record
+SGLang's last traceback. With `logging.file` set, the launcher copies the output to stdout and a
+size-rotated file; with a secret to inject (the API key), it copies even without a file, because
+SGLang logs its arguments, key included, and the tee replaces every secret it knows by value
+before anything is copied.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from pathlib import Path
 from specserve.profile.checks import CheckOptions, run_checks
 from specserve.profile.issues import errors
 from specserve.profile.loader import ProfileError, load_profile
-from specserve.profile.logtee import start_tee
+from specserve.profile.logtee import Tee
 from specserve.profile.render import (
     API_KEY_FLAG,
     SecretError,
@@ -29,6 +32,7 @@ from specserve.profile.render import (
 from specserve.profile.report import format_text
 from specserve.profile.sglang import VERSION_ENV, SglangVersionError, resolve_version
 from specserve.secrets import SECRET_FLAGS, secret_problem
+from specserve.supervise import run as supervise
 
 DEFAULT_PROFILE = "/etc/specserve/profile.yaml"
 PROFILE_ENV = "SPECSERVE_PROFILE"
@@ -69,7 +73,7 @@ def injected_secrets(exec_argv: Sequence[str], environ: dict[str, str]) -> dict[
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="specserve-launch",
-        description="Validate a deployment profile, print the command, and exec SGLang.",
+        description="Validate a deployment profile, print the command, and run SGLang.",
     )
     parser.add_argument(
         "profile",
@@ -133,14 +137,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     log = profile.logging
     sys.stderr.flush()
     sys.stdout.flush()
+    tee = None
     if log.file or secrets:
-        start_tee(Path(log.file) if log.file else None, log.max_bytes, log.backup_count, secrets)
+        # Buffered: flush() retries a pipe write a signal cut short; unbuffered would drop it.
+        sink = os.fdopen(os.dup(1), "wb")
+        tee = Tee(sink, Path(log.file) if log.file else None, log.max_bytes, log.backup_count,
+                  secrets)  # fmt: skip
     try:
-        os.execvpe(exec_argv[0], exec_argv, environ)
+        return supervise(exec_argv, environ, tee)
     except OSError as exc:
         sys.stderr.write(f"specserve-launch: cannot exec {exec_argv[0]}: {exc.strerror}\n")
         return EXIT_ERRORS
-    return 0  # unreachable: execvpe replaces this process
 
 
 if __name__ == "__main__":
