@@ -73,3 +73,17 @@ def test_unknown_version_names_the_verified_ones_and_the_fix() -> None:
     assert "0.4.0" in message and PINNED_VERSION in message
     assert "scripts/sglang/regenerate" in message and "versions.yaml" in message
     assert isinstance(info.value, KeyError)
+
+
+def test_the_data_ships_in_the_wheel() -> None:
+    # setuptools packs data/*.json because data/ is a package and pyproject's package-data
+    # matches *.json in every package (a wheel built here lists specserve/upstream/data/*.json).
+    import tomllib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    assert (root / "specserve" / "upstream" / "data" / "__init__.py").is_file()
+    pyproject = tomllib.loads((root / "pyproject.toml").read_text())
+    assert "*.json" in pyproject["tool"]["setuptools"]["package-data"]["*"]
+    include = pyproject["tool"]["setuptools"]["packages"]["find"]["include"]
+    assert "specserve.*" in include
