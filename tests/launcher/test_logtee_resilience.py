@@ -68,9 +68,7 @@ def test_file_replaced_by_rename_is_reopened(tmp_path: Path) -> None:
     log.write_text("someone else's file\n")
     _lines(tee, 5, 10)
     tee.close()
-    assert (tmp_path / "moved.log").read_text().splitlines() == [
-        f"line {i:04d}" for i in range(5)
-    ]
+    assert (tmp_path / "moved.log").read_text().splitlines() == [f"line {i:04d}" for i in range(5)]
     lines = log.read_text().splitlines()
     assert lines[0] == "someone else's file" and lines[1].startswith(REOPEN_MARKER)
     assert lines[2:] == [f"line {i:04d}" for i in range(5, 10)]
