@@ -85,6 +85,17 @@ class LogCollector(Collector):
             "Fields of parsed stats lines this exporter does not know (a newer SGLang format).",
             value=s.unknown_fields,
         )
+        yield CounterMetricFamily(
+            PREFIX + "log_file_gaps",
+            "Times specserve-launch could not write the log file (full disk, read-only, "
+            "directory gone) and said so in it once it could: output the exporter never saw.",
+            value=s.log_file_gaps,
+        )
+        yield CounterMetricFamily(
+            PREFIX + "log_file_gap_bytes",
+            "Bytes of server output specserve-launch could not write to the log file.",
+            value=s.log_file_gap_bytes,
+        )
 
     def _decode(self) -> Iterator[Metric]:
         s = self.state

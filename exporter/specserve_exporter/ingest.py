@@ -11,6 +11,7 @@ parser for that chunk, which also learns the new shapes. Property tests keep the
 
 from __future__ import annotations
 
+import re
 import time
 
 from specserve.buckets import concurrency_bucket
@@ -35,6 +36,12 @@ _NEW_TOKENS = HistogramSpec(b"#new-token", None, ())
 _CACHED_TOKENS = HistogramSpec(b"#cached-token", None, ())
 _DECODE_HISTOGRAMS = (_THROUGHPUT, _ACCEPT_LENGTH)
 _PREFILL_HISTOGRAMS = (_NEW_TOKENS, _CACHED_TOKENS)  # sums only: no bounds
+# The line specserve-launch's tee writes into the log file when the file comes back after it
+# could not be written (specserve/profile/logtee.py GAP_MARKER): lines the exporter never saw.
+LOG_GAP_MARKER = b"specserve-launch: log file unavailable from "
+_LOG_GAP = re.compile(
+    rb"^" + re.escape(LOG_GAP_MARKER) + rb"\S+ to \S+, (\d+) bytes not written", re.MULTILINE
+)
 
 
 class Ingestor:
@@ -50,6 +57,10 @@ class Ingestor:
             return
         now = time.time() if now is None else now
         with self.state.lock:
+            if LOG_GAP_MARKER in chunk:  # rare: a substring test keeps the common chunk cheap
+                for gap in _LOG_GAP.finditer(chunk):
+                    self.state.log_file_gaps += 1
+                    self.state.log_file_gap_bytes += int(gap.group(1))
             while chunk:
                 n_lines = chunk.count(b"\n")
                 if self._fast(chunk, n_lines, now):

@@ -61,6 +61,8 @@ class LogState:
         self.parsed: Counter[Kind] = Counter()
         self.rejected: Counter[Reason] = Counter()
         self.unknown_fields = 0
+        self.log_file_gaps = 0  # specserve-launch's gap markers (ingest.LOG_GAP_MARKER)
+        self.log_file_gap_bytes = 0
         self.decode: dict[Ranks, DecodeSeries] = {}
         self.throughput: dict[tuple[Ranks, str], Histogram] = {}
         self.prefill: dict[Ranks, PrefillSeries] = {}
