@@ -26,7 +26,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import FrameType
 
 from specserve.profile.logtee import CHUNK, Tee
@@ -144,10 +144,12 @@ def _pump(read_fd: int, tee: Tee, main: int) -> int | None:
             if not data:
                 break
             if not broken:
-                broken = not _feed(tee, data)
+                broken = not _call(tee, tee.feed, data)
             elif not tee.redacts:
                 _raw(data)  # the tee failed; nothing to redact, so stdout still gets it all
             # else: the tee failed with secrets to remove: read and drop, never block the server
+        elif not broken:
+            broken = not _call(tee, tee.tick)
         if code is None:
             code = _reap(main, block=False)
             if code is not None:
@@ -163,16 +165,17 @@ def _pump(read_fd: int, tee: Tee, main: int) -> int | None:
     return code
 
 
-def _feed(tee: Tee, data: bytes) -> bool:
+def _call(tee: Tee, step: Callable[..., None], *args: bytes) -> bool:
+    """Run one tee step; False (and one stderr line) if the tee failed."""
     try:
-        tee.feed(data)
+        step(*args)
     except Exception as exc:  # the tee must never leave the server's pipe unread
         action = "dropping the output" if tee.redacts else "copying the output to stdout as is"
         # The type only: an exception's text could quote the data it failed on.
         sys.stderr.write(f"specserve-launch: log tee failed ({type(exc).__name__}); {action}\n")
         sys.stderr.flush()
-        if not tee.redacts:
-            _raw(data)
+        if not tee.redacts and args:
+            _raw(args[0])
         return False
     return True
 

@@ -146,6 +146,19 @@ class LogFile(RotatingFileHandler):
                     return
         super().emit(record)  # rotation, write, flush; any error lands in handleError
 
+    def tick(self) -> None:
+        """While the server is quiet: retry a file that is off, notice one deleted or replaced,
+        so the marker (and the exporter's count) does not wait for the next line."""
+        # Same thread as emit (the supervisor's loop): no lock needed.
+        now = self._clock()
+        if self.outage is not None:
+            if now >= self.outage.retry_at:
+                self._recover(now)
+        elif self.stream is not None and now - self._checked >= CHECK_S:
+            self._checked = now
+            if not self._same_file():
+                self._reopen()
+
     def handleError(self, record: logging.LogRecord) -> None:
         exc = sys.exc_info()[1]
         self._fail(exc if exc is not None else OSError("write failed"), _size(record))
@@ -260,6 +273,11 @@ class Tee:
 
     def feed(self, chunk: bytes) -> None:
         self._pending = _emit(self._stream.feed(chunk), self._sink, self._logger, self._pending)
+
+    def tick(self) -> None:
+        """Called when no output arrived for a while (the supervisor's poll timeout)."""
+        if self.file is not None:
+            self.file.tick()
 
     def close(self) -> None:
         self._pending = _emit(self._stream.close(), self._sink, self._logger, self._pending)

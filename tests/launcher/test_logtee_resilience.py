@@ -165,3 +165,19 @@ def test_backoff_grows_and_is_capped(tmp_path: Path, monkeypatch: pytest.MonkeyP
         handler.emit(logtee.logging.LogRecord("t", 20, "", 0, "line", None, None))
         delays.append(handler.outage.delay)
     assert delays[:3] == [1.0, 2.0, 4.0] and delays[-1] == logtee.RETRY_MAX_S
+
+
+def test_a_quiet_server_gets_the_file_back_on_tick(tmp_path: Path) -> None:
+    # The supervisor ticks the tee when no output arrives: the gap marker (what the exporter
+    # counts) and a reopened file do not wait for the server's next line.
+    (tmp_path / "logs").write_text("x\n")
+    log = tmp_path / "logs" / "sglang.log"
+    tee, _ = _tee(log)
+    _lines(tee, 0, 2)
+    (tmp_path / "logs").unlink()
+    tee.tick()
+    assert GAP.search(log.read_text()), log.read_text()
+    log.unlink()
+    tee.tick()
+    assert log.read_text().startswith(REOPEN_MARKER)
+    tee.close()

@@ -144,3 +144,35 @@ def test_a_left_behind_process_holding_the_pipe_does_not_hold_the_launcher(
     out, _ = proc.communicate(timeout=30)
     assert proc.returncode == 4 and out == b"fake: exiting\n"
     assert time.monotonic() - start < 15  # DRAIN_S after the exit, not the sleep's 30 s
+
+
+def test_the_file_comes_back_while_the_server_is_quiet(tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    logs.write_text("a file where the log directory should be\n")
+    go = tmp_path / "go"
+    proc = _launch(tmp_path, f"""
+        import os, time
+        print("fake: before", flush=True)
+        while not os.path.exists({str(go)!r}):
+            time.sleep(0.05)
+        print("fake: after", flush=True)
+        """, log=logs / "sglang.log")  # fmt: skip
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == b"fake: before\n"
+        logs.unlink()
+        deadline = time.monotonic() + 10
+        while not (logs / "sglang.log").exists():
+            assert time.monotonic() < deadline, "the tee did not retry the file while quiet"
+            time.sleep(0.05)
+        text = (logs / "sglang.log").read_text()
+        assert text.startswith("specserve-launch: log file unavailable from ")
+        assert ", 13 bytes not written (" in text  # b"fake: before\n"
+        go.write_text("")
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=10)
+    assert out == b"fake: after\n" and proc.returncode == 0
+    assert (logs / "sglang.log").read_text().endswith("bytes not written (EEXIST: File exists)\n"
+                                                      "fake: after\n")  # fmt: skip
