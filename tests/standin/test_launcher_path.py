@@ -1,4 +1,4 @@
-"""The product path: specserve-launch reads the stand-in profile, execs the stand-in, tees its
+"""The product path: specserve-launch reads the stand-in profile, runs the stand-in, tees its
 output to the size-rotated log file the exporter follows."""
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def test_launcher_execs_standin_and_tees_a_log_file(tmp_path: Path) -> None:
             time.sleep(0.05)
         assert decode, f"no decode line in {log}"
         assert "accept len:" in decode[0]
-        # The launcher exec'd the stand-in: same PID, so SIGTERM reaches the server directly.
+        # The launcher forwards SIGTERM to the stand-in and exits with its status.
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=15) == 0
     finally:
