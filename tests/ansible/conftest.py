@@ -6,7 +6,7 @@ import os
 import shutil
 import subprocess
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -33,6 +33,8 @@ class Deployment:
     prometheus_port: int
     alertmanager_port: int
     state_dir: Path
+    # Inventory variables over the defaults below (the failure matrix's faster stand-in).
+    overrides: dict[str, object] = field(default_factory=dict)
 
     def write_inventory(self, path: Path, hosts: dict[str, dict[str, object]]) -> Path:
         base = yaml.safe_load((ROOT / "playbooks/inventory/standin/hosts.yml").read_text())
@@ -59,7 +61,12 @@ class Deployment:
                         "SPECSERVE_STANDIN_WARMUP_SECONDS": "0.5"},
             verify_warmup_requests=2,
             verify_warmup_max_tokens=200,
+            # The stability window shortened: the stand-in logs a decode line every ~0.5 s
+            # under the warm-up load; the failure matrix sets its own, longer window.
+            server_stability_window_s=3,
+            server_stability_poll_s=0.5,
         )
+        group_vars.update(self.overrides)
         localhost = base["specserve_demo"]["children"]["specserve"]["hosts"]["localhost"]
         doc = {
             "specserve": {
@@ -80,8 +87,8 @@ def _cleanup(prefix: str) -> None:
         subprocess.run(["docker", "rm", "-f", *names], capture_output=True, check=False)
 
 
-@pytest.fixture(scope="session")
-def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+def require_docker() -> None:
+    """Fail (never skip) without a Docker engine or the images the deployments need."""
     if shutil.which("docker") is None or subprocess.run(
         ["docker", "info"], capture_output=True, check=False
     ).returncode != 0:
@@ -93,12 +100,14 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
     ]
     if missing:
         pytest.fail(f"images missing: {missing}; run scripts/setup/ansible.sh")
-    workdir = tmp_path_factory.mktemp("ansible")
+
+
+def new_deployment(workdir: Path, prefix: str) -> Deployment:
+    """A stand-in deployment's settings in `workdir` (nothing deployed yet)."""
     # The profile's relative model paths (../tests/fixtures/...) must resolve on the controller
     # exactly as they do inside the stand-in image (/usr/share/specserve/profiles/..).
     (workdir / "profiles").mkdir()
     (workdir / "tests").symlink_to(ROOT / "tests")
-    prefix = f"sst{os.getpid()}"
     dep = Deployment(
         prefix=prefix,
         workdir=workdir,
@@ -112,7 +121,14 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
     )
     write_profile(dep.profile, dep.server_port)
     dep.write_inventory(dep.inventory, {"localhost": {}})
+    return dep
+
+
+@pytest.fixture(scope="session")
+def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+    require_docker()
+    dep = new_deployment(tmp_path_factory.mktemp("ansible"), f"sst{os.getpid()}")
     try:
         yield dep
     finally:
-        _cleanup(prefix)
+        _cleanup(dep.prefix)

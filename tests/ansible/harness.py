@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
+import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -93,3 +96,94 @@ def write_profile(path: Path, port: int, **changes: Any) -> None:
             node = node[key]
         node[leaf] = value
     path.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+
+
+class Background:
+    """An `ansible-playbook` run in its own process group, its output read as it comes, so a
+    test can wait for a task to start and then kill (SIGKILL) or interrupt (SIGINT) the play the
+    way an operator's Ctrl-C or a dying shell does: the whole group."""
+
+    def __init__(self, inventory: Path, *args: str) -> None:
+        env = dict(os.environ, ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1", PYTHONUNBUFFERED="1")
+        self.start = time.monotonic()
+        self.proc = subprocess.Popen(
+            [str(BIN / "ansible-playbook"), "playbooks/deploy.yml", "-i", str(inventory),
+             "--vault-password-file", str(VAULT_PASSWORD), "-e", f"@{FIXTURES / 'vault.yml'}",
+             *args],
+            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            start_new_session=True,
+        )
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line)
+
+    @property
+    def output(self) -> str:
+        return "".join(self.lines)
+
+    def wait_for(self, text: str, timeout: float = 300) -> None:
+        deadline = time.monotonic() + timeout
+        while text not in self.output:
+            if self.proc.poll() is not None and text not in self.output:
+                self._reader.join(5)
+                if text in self.output:
+                    return
+                raise AssertionError(f"play ended before {text!r}:\n{self.output[-4000:]}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no {text!r} within {timeout} s:\n{self.output[-4000:]}")
+            time.sleep(0.1)
+
+    def signal(self, sig: int) -> None:
+        os.killpg(self.proc.pid, sig)
+
+    def finish(self, timeout: float = 420) -> Run:
+        try:
+            rc = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.signal(signal.SIGKILL)
+            rc = self.proc.wait()
+        self._reader.join(10)
+        return Run(rc, self.output, time.monotonic() - self.start)
+
+
+class RequestLoop:
+    """A bounded request loop on loopback, one generation a second, counting failures: what a
+    client sees while the play runs."""
+
+    def __init__(self, url: str, api_key: str, interval: float = 1.0, timeout: float = 5.0) -> None:
+        self.url, self.api_key, self.interval, self.timeout = url, api_key, interval, timeout
+        self.sent = 0
+        self.failed = 0
+        self.failures: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> RequestLoop:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(self.timeout + self.interval + 1)
+
+    def _run(self) -> None:
+        body = json.dumps({"text": "ping", "sampling_params": {"max_new_tokens": 4}}).encode()
+        while not self._stop.is_set():
+            tic = time.monotonic()
+            request = urllib.request.Request(
+                self.url, data=body, method="POST",
+                headers={"Content-Type": "application/json",
+                         "Authorization": f"Bearer {self.api_key}"})
+            self.sent += 1
+            try:
+                with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                    response.read()
+            except (OSError, urllib.error.URLError) as exc:
+                self.failed += 1
+                self.failures.append(f"{time.strftime('%H:%M:%S')} {getattr(exc, 'reason', exc)}")
+            self._stop.wait(max(0.0, self.interval - (time.monotonic() - tic)))

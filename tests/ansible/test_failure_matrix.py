@@ -1,0 +1,219 @@
+"""The failure matrix (issue 16): each failure, interruption and race against a real stand-in
+deployment (real `ansible-playbook`, the Docker engine), while a 1 request/s loop on loopback
+counts what a client sees. After each scenario a verified server is serving, last good is true,
+a re-run converges to changed=0, and the play's exit status and message told the truth.
+
+The scenarios run in order on one deployment (each leaves it verified for the next). The
+figures (requests sent / failed per scenario) are printed and written to
+$SPECSERVE_MATRIX_REPORT when set; docs/reliability.md quotes a measured run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from .conftest import Deployment, _cleanup, new_deployment, require_docker
+from .harness import (
+    Background,
+    RequestLoop,
+    Run,
+    docker_inspect,
+    http_status,
+    playbook,
+    write_profile,
+)
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+API_KEY = "sk-test-4f1c2a9e7b"  # in the test vault (fixtures/vault.yml)
+# The stand-in five times faster (its time scale: a decode line every ~0.1 s under load) and a
+# short stability window; the crash scenario widens the window past the crash.
+BASE_ENV = {"SPECSERVE_STANDIN_LOAD_SECONDS": "1", "SPECSERVE_STANDIN_WARMUP_SECONDS": "0.5",
+            "SPECSERVE_STANDIN_TIME_SCALE": "0.2"}
+FIGURES: dict[str, dict[str, object]] = {}
+
+
+@pytest.fixture(scope="module")
+def matrix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+    require_docker()
+    dep = new_deployment(tmp_path_factory.mktemp("matrix"), f"ssm{os.getpid()}")
+    dep.overrides = {
+        "server_env": BASE_ENV,
+        "server_stability_window_s": 4,
+        "server_stability_poll_s": 0.5,
+        "monitoring_enabled": False,
+        "monitoring_export_dir": str(dep.workdir / "monitoring-export"),
+    }
+    dep.write_inventory(dep.inventory, {"localhost": {}})
+    try:
+        run = playbook(dep.inventory)
+        assert run.rc == 0, run.output[-6000:]
+        _assert_truth(dep)
+        yield dep
+    finally:
+        report = json.dumps(FIGURES, indent=2, sort_keys=True)
+        print("\nfailure matrix figures:\n" + report)
+        if os.environ.get("SPECSERVE_MATRIX_REPORT"):
+            Path(os.environ["SPECSERVE_MATRIX_REPORT"]).write_text(report + "\n")
+        _cleanup(dep.prefix)
+
+
+def _last_good(dep: Deployment) -> str:
+    return (dep.state_dir / "last-good" / "spec-hash").read_text().strip()
+
+
+def _assert_truth(dep: Deployment) -> dict:
+    """A verified server is serving and the record says so: the running container is the last
+    good spec, the one the verification record names, not restarted since, answering."""
+    info = docker_inspect(dep.prefix)
+    assert info is not None and info["State"]["Running"], "no server running"
+    assert not info["State"]["Restarting"]
+    record = json.loads((dep.state_dir / "last-good" / "verified.json").read_text())
+    assert record["container_id"] == info["Id"], "the running container is not the verified one"
+    assert record["restart_count"] == info["RestartCount"]
+    label = info["Config"]["Labels"]["io.specserve.spec-hash"]
+    assert record["spec_hash"] == label == _last_good(dep)
+    assert http_status(f"http://127.0.0.1:{dep.server_port}/health_generate") == 200
+    assert not (dep.state_dir / "deploy-in-progress.json").exists()
+    assert not (dep.state_dir / "deploy.lock").exists(), "the deploy lock was not released"
+    _assert_no_strays(dep)
+    return info
+
+
+def _assert_no_strays(dep: Deployment) -> None:
+    """Every container of the server's name is the server or a kept predecessor that really ran
+    (labelled, started once), at most server_keep_previous (2) of them."""
+    names = subprocess.run(
+        ["docker", "ps", "-a", "--filter", f"name=^{dep.prefix}", "--format", "{{.Names}}"],
+        capture_output=True, text=True, check=True).stdout.split()
+    servers = [n for n in names if n == dep.prefix or n.startswith(f"{dep.prefix}-prev-")]
+    assert set(servers) <= {dep.prefix, f"{dep.prefix}-prev-1", f"{dep.prefix}-prev-2"}, names
+    for name in servers:
+        info = docker_inspect(name)
+        assert info is not None
+        assert info["Config"]["Labels"].get("io.specserve.spec-hash"), f"{name} is unlabeled"
+        assert not info["State"]["StartedAt"].startswith("0001-"), f"{name} never started"
+        if name != dep.prefix:
+            assert info["HostConfig"]["RestartPolicy"]["Name"] == "no"
+
+
+def _converges(dep: Deployment) -> Run:
+    run = playbook(dep.inventory)
+    assert run.rc == 0, run.output[-6000:]
+    assert run.recap()["changed"] == 0, run.output[-6000:]
+    assert "Replacing" not in run.output
+    _assert_truth(dep)
+    return run
+
+
+def _loop(dep: Deployment) -> RequestLoop:
+    return RequestLoop(f"http://127.0.0.1:{dep.server_port}/generate", API_KEY)
+
+
+def _figures(name: str, loop: RequestLoop, *runs: Run) -> None:
+    FIGURES[name] = {"requests": loop.sent, "failed": loop.failed,
+                     "plays": [{"rc": r.rc, "seconds": round(r.seconds, 1)} for r in runs]}
+
+
+def test_crash_20s_after_start_is_rolled_back(matrix: Deployment, tmp_path: Path) -> None:
+    """Passes the health and verification gates, crashes 20 s after start: the stability window
+    catches it, the deploy fails and rolls back, last good is not touched."""
+    good = _last_good(matrix)
+    extra = tmp_path / "crash.yml"
+    extra.write_text(yaml.safe_dump({
+        "server_env": {**BASE_ENV, "SPECSERVE_STANDIN_CRASH_AFTER_SECONDS": "20"},
+        # Past the crash: the gates end ~5-8 s after start.
+        "server_stability_window_s": 18,
+    }))
+    with _loop(matrix) as loop:
+        run = playbook(matrix.inventory, "-e", f"@{extra}")
+        assert run.rc != 0, run.output[-6000:]
+        assert "gate passed" in run.output  # the gates alone would have recorded it
+        assert "Stability window FAILED" in run.output and "server_stability_window_s" in run.output
+        assert "Rolled back to the last good spec" in run.output and "verified" in run.output
+        assert "Not recorded as last good" in run.output
+        assert _last_good(matrix) == good
+        _assert_truth(matrix)
+    rerun = _converges(matrix)
+    _figures("crash 20 s after start", loop, run, rerun)
+
+
+def _change(dep: Deployment, interval: int) -> None:
+    write_profile(dep.profile, dep.server_port, **{"logging.decode_log_interval": interval})
+
+
+def test_sigkill_during_verify_then_rerun(matrix: Deployment) -> None:
+    good = _last_good(matrix)
+    _change(matrix, 20)
+    with _loop(matrix) as loop:
+        play = Background(matrix.inventory)
+        play.wait_for("Verify | warm-up requests")
+        play.signal(signal.SIGKILL)
+        killed = play.finish()
+        assert killed.rc == -signal.SIGKILL
+        # Killed before the stability window: nothing recorded, the lock left behind.
+        assert _last_good(matrix) == good
+        assert (matrix.state_dir / "deploy.lock").exists()
+        rerun = playbook(matrix.inventory)
+        assert rerun.rc == 0, rerun.output[-6000:]
+        assert "took over a stale deploy lock" in rerun.output and "is gone on" in rerun.output
+        assert "did not finish: it was interrupted while verifying the new server" in rerun.output
+        assert "not verified (container" in rerun.output
+        info = _assert_truth(matrix)
+        assert _last_good(matrix) != good
+        assert info["Config"]["Labels"]["io.specserve.spec-hash"] == _last_good(matrix)
+    third = _converges(matrix)
+    _figures("SIGKILL during verify, re-run", loop, killed, rerun, third)
+
+
+def test_two_deploys_at_once(matrix: Deployment) -> None:
+    _change(matrix, 30)
+    with _loop(matrix) as loop:
+        first = Background(matrix.inventory)
+        first.wait_for("Replacing ")
+        refused = playbook(matrix.inventory, "-e", "server_lock_wait_s=0")
+        waiting = Background(matrix.inventory)
+        done = first.finish()
+        after = waiting.finish()
+    assert refused.rc != 0
+    assert "Another deploy is running on localhost: the deploy lock" in refused.output
+    assert "server_lock_wait_s = 0" in refused.output and "since" in refused.output
+    assert refused.recap()["changed"] == 0 and "Replacing" not in refused.output
+    assert done.rc == 0, done.output[-6000:]
+    assert after.rc == 0, after.output[-6000:]
+    assert "deploy lock held by" in after.output and "waiting" in after.output
+    assert after.recap()["changed"] == 0 and "Replacing" not in after.output
+    _assert_truth(matrix)
+    third = _converges(matrix)
+    _figures("two deploys at once", loop, done, refused, after, third)
+
+
+def test_sigint_right_after_the_stop_then_rerun(matrix: Deployment) -> None:
+    good = _last_good(matrix)
+    _change(matrix, 40)
+    with _loop(matrix) as loop:
+        play = Background(matrix.inventory)
+        play.wait_for("Stop | wait until the port is closed")
+        play.signal(signal.SIGINT)
+        interrupted = play.finish()
+        assert interrupted.rc != 0
+        assert "User interrupted execution" in interrupted.output
+        assert _last_good(matrix) == good
+        rerun = playbook(matrix.inventory)
+        assert rerun.rc == 0, rerun.output[-6000:]
+        assert "did not finish: it was interrupted while stopping the old server" in rerun.output
+        _assert_truth(matrix)
+        # The interrupted play's stopped container is kept with its logs, not re-created.
+        kept = subprocess.run(["docker", "logs", f"{matrix.prefix}-prev-1"], capture_output=True,
+                              text=True, check=False)
+        assert "specserve-launch" in kept.stdout + kept.stderr
+    third = _converges(matrix)
+    _figures("SIGINT right after the stop, re-run", loop, interrupted, rerun, third)
