@@ -20,8 +20,8 @@ from tests.contract.sglang_venv import venv_python
 KEY = "sk-supervise-0123456789"
 
 
-def _launch(tmp: Path, code: str, python: str = sys.executable, log: Path | None = None,
-            key: bool = False) -> subprocess.Popen[bytes]:  # fmt: skip
+def _profile(tmp: Path, code: str, python: str = sys.executable, log: Path | None = None,
+             key: bool = False) -> Path:  # fmt: skip
     script = tmp / "server.py"
     script.write_text(textwrap.dedent(code))
     doc: dict[str, object] = {
@@ -38,9 +38,17 @@ def _launch(tmp: Path, code: str, python: str = sys.executable, log: Path | None
         doc["logging"] = {"file": str(log), "max_bytes": 10_000_000, "backup_count": 1}
     profile = tmp / "profile.yaml"
     profile.write_text(yaml.safe_dump(doc))
-    env = {**os.environ, "FAKE_KEY": KEY, "PYTHONUNBUFFERED": "1"}
+    return profile
+
+
+ENV = {**os.environ, "FAKE_KEY": KEY, "PYTHONUNBUFFERED": "1"}
+
+
+def _launch(tmp: Path, code: str, python: str = sys.executable, log: Path | None = None,
+            key: bool = False) -> subprocess.Popen[bytes]:  # fmt: skip
+    profile = _profile(tmp, code, python, log, key)
     return subprocess.Popen([sys.executable, "-m", "specserve.launcher", str(profile)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)  # fmt: skip
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV)  # fmt: skip
 
 
 def _alive(pid: int) -> bool:
@@ -176,3 +184,36 @@ def test_the_file_comes_back_while_the_server_is_quiet(tmp_path: Path) -> None:
     assert out == b"fake: after\n" and proc.returncode == 0
     assert (logs / "sglang.log").read_text().endswith("bytes not written (EEXIST: File exists)\n"
                                                       "fake: after\n")  # fmt: skip
+
+
+def test_as_pid_1_it_reaps_the_orphans_it_inherits(tmp_path: Path) -> None:
+    # The container case without Docker: a new PID namespace makes the launcher PID 1, so the
+    # server's orphans are reparented to it and only it can reap them.
+    probe = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "true"],
+                           capture_output=True, text=True, timeout=30)  # fmt: skip
+    assert probe.returncode == 0, (
+        f"needs `unshare --pid --fork --mount-proc` (root, util-linux): {probe.stderr.strip()}"
+    )
+    code = """
+        import os, time
+        print(f"fake: ppid {os.getppid()}", flush=True)
+        for _ in range(3):  # a child that forks a grandchild and exits: an orphan for PID 1
+            if os.fork() == 0:
+                if os.fork() == 0:
+                    time.sleep(0.2)
+                    os._exit(0)
+                os._exit(0)
+            os.wait()
+        time.sleep(1.5)  # the orphans have exited; PID 1 has had POLL_S to reap them
+        zombies = [p for p in os.listdir("/proc") if p.isdigit()
+                   and open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[0] == "Z"]
+        print(f"fake: zombies {len(zombies)}", flush=True)
+        """
+    profile = _profile(tmp_path, code, key=True)
+    proc = subprocess.run(
+        ["unshare", "--pid", "--fork", "--mount-proc",
+         sys.executable, "-m", "specserve.launcher", str(profile)],
+        capture_output=True, timeout=60, env=ENV,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert proc.stdout == b"fake: ppid 1\nfake: zombies 0\n", proc.stdout
