@@ -45,12 +45,13 @@ marker_ok() { [[ -x $1/bin/python && -f $1/.specserve-packages && $(cat "$1/.spe
 purelib() { "$1/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'; }
 
 # Replace $1 by the freshly built $1.new in two renames (a venv works from its new path: its
-# interpreter finds pyvenv.cfg and site-packages relative to itself).
+# interpreter finds pyvenv.cfg and site-packages relative to itself). The replaced venv stays
+# as $1.old until the next swap: a test process still running from it imports lazily (SGLang's
+# resolution imports model code minutes after start) and would fail on a deleted tree.
 swap_in() {
   rm -rf "$1.old"
   if [[ -e $1 ]]; then mv "$1" "$1.old"; fi
   mv "$1.new" "$1"
-  rm -rf "$1.old"
 }
 
 LOG=$(mktemp)
@@ -99,15 +100,17 @@ install_one() {
   site=$(purelib "$dir.new")
   purelib "$DEPS" > "$site/specserve-sglang-deps.pth"
   swap_in "$dir"
-  # The suite needs the parser to import; prove it here so a broken set fails set-up, not tests.
-  # It also writes the bytecode of what it imports, even where PYTHONDONTWRITEBYTECODE is set:
-  # uncompiled, importing SGLang costs ~10 s a process instead of ~1 s.
+  # The suite needs the parser and SGLang's resolution (ServerArgs.resolve_once: model configs,
+  # transformers, torch, torchvision) to run on this CPU; prove it here on a config-only fixture
+  # so a broken set fails set-up, not tests. It also writes the bytecode of what it imports, even
+  # where PYTHONDONTWRITEBYTECODE is set: uncompiled, each test process would recompile it.
   env -u PYTHONDONTWRITEBYTECODE "$dir/bin/python" -c \
-    'from sglang.srt.server_args import prepare_server_args; prepare_server_args(["--model-path", "m"])' \
-    >"$LOG" 2>&1 || {
+    'import sys; from sglang.srt.server_args import prepare_server_args
+prepare_server_args(["--model-path", sys.argv[1], "--device", "cpu"]).resolve_once()' \
+    "$ROOT/tests/fixtures/models/Llama-3.1-8B-Instruct" >"$LOG" 2>&1 || {
     tail -n 30 "$LOG" >&2
     rm -f "$dir/.specserve-packages"
-    fail "$version" "installed, but 'from sglang.srt.server_args import prepare_server_args' fails (see above)"
+    fail "$version" "installed, but SGLang's prepare_server_args + resolve_once on --device cpu fails (see above)"
   }
   printf '%s\n' "$want" > "$dir/.specserve-packages"
   echo "sglang.sh: SGLang $version: installed"

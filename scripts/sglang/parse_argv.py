@@ -6,6 +6,8 @@ stdout: JSON list, one result per argv, in order:
     {"ok": true, "fields": {...}, "warnings": [...], "resolved": {...} | null,
      "resolve_error": null | "..."}
     {"ok": false, "exit_code": 2, "error": "sglang serve: error: ambiguous option: ..."}
+    (an argv holding -h/--help gets {"ok": false, "exit_code": 0, "error": "...-h/--help..."}:
+    nothing SGLang prints reaches stdout, which holds the JSON answer alone)
 `fields` are read from the parsed (unresolved) ServerArgs; `resolve: true` also runs SGLang's
 resolution (`ServerArgs.resolve_once`, what the launcher does before starting) and reports the
 same fields resolved, or the exception it raised.
@@ -78,31 +80,47 @@ def read_fields(server_args: Any, fields: list[str], resolved: bool) -> dict[str
     return out
 
 
-def parse_one(argv: list[str], fields: list[str], resolve: bool) -> dict[str, Any]:
+HELP_FLAGS = ("-h", "--help")
+
+
+def prepare(argv: list[str]) -> tuple[Any, dict[str, Any] | None, list[str]]:
+    """(ServerArgs, None, warnings) or (None, failure, warnings) for SGLang's parse of argv."""
     from sglang.srt.server_args import prepare_server_args
 
     handler = Collect()
     root = logging.getLogger()
     root.addHandler(handler)
     stderr = io.StringIO()
+    # argparse prints --help (and SGLang may print other things) to stdout, which carries the
+    # JSON answer of the whole batch: keep everything printed while parsing off it.
+    stdout = io.StringIO()
     try:
-        with contextlib.redirect_stderr(stderr):
+        with contextlib.redirect_stderr(stderr), contextlib.redirect_stdout(stdout):
             server_args = prepare_server_args(list(argv))
     except SystemExit as exc:
-        return {
-            "ok": False,
-            "exit_code": exc.code if isinstance(exc.code, int) else 1,
+        code = exc.code if isinstance(exc.code, int) else 1
+        if code == 0 and any(token in HELP_FLAGS for token in argv):
+            error = "the argv holds -h/--help: SGLang prints its usage and exits 0, never serving"
+        else:
             # argparse prints the whole usage first; its last line is the message.
-            "error": stderr.getvalue().strip().splitlines()[-1] if stderr.getvalue() else "",
-        }
+            lines = stderr.getvalue().strip().splitlines()
+            error = lines[-1] if lines else f"exited {code}"
+        return None, {"ok": False, "exit_code": code, "error": error}, handler.messages
     finally:
         # prepare_server_args calls logging.basicConfig(force=True), which drops our handler.
         logging.getLogger().removeHandler(handler)
         root.removeHandler(handler)
+    return server_args, None, handler.messages
+
+
+def parse_one(argv: list[str], fields: list[str], resolve: bool) -> dict[str, Any]:
+    server_args, failure, warnings = prepare(argv)
+    if failure is not None:
+        return failure
     result: dict[str, Any] = {
         "ok": True,
         "fields": read_fields(server_args, fields, resolved=False),
-        "warnings": handler.messages,
+        "warnings": warnings,
         "resolved": None,
         "resolve_error": None,
     }
@@ -127,7 +145,8 @@ def main() -> int:
         request = {"argvs": request}
     fields = request.get("fields") or DEFAULT_FIELDS
     resolve = bool(request.get("resolve", False))
-    results = [parse_one(argv, fields, resolve) for argv in request["argvs"]]
+    with contextlib.redirect_stdout(sys.stderr):  # stdout is for the JSON answer alone
+        results = [parse_one(argv, fields, resolve) for argv in request["argvs"]]
     json.dump(results, sys.stdout, sort_keys=True)
     sys.stdout.write("\n")
     return 0
