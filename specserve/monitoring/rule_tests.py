@@ -480,6 +480,22 @@ CASES: dict[str, list[Case]] = {
             (Check("SpecServeLogLinesRejected", "25m"),),
         ),
     ],
+    "SpecServeLogFileGap": [
+        Case(
+            "one gap marker read fires for the window, then resolves",
+            {f"specserve_log_file_gaps_total{{{target()}}}": "0x5 1x30"},
+            (
+                Check("SpecServeLogFileGap", "5m"),
+                Check("SpecServeLogFileGap", "8m", (Firing(T1, "1"),)),
+                Check("SpecServeLogFileGap", "30m"),
+            ),
+        ),
+        Case(
+            "a file that never failed stays silent",
+            {f"specserve_log_file_gaps_total{{{target()}}}": "0x30"},
+            (Check("SpecServeLogFileGap", "20m"),),
+        ),
+    ],
     "SpecDecodeQueueBacklog": [
         Case(
             "20 queued while decoding fires, drains and resolves; 2 x 6 on DP ranks sums to 12",

@@ -381,6 +381,24 @@ ALERTS: tuple[Alert, ...] = (
         ),
     ),
     Alert(
+        name="SpecServeLogFileGap",
+        severity="warning",
+        for_="1m",
+        # A fixed range, not a window: windows belong to the recording-rule families. 15m keeps
+        # the alert up long enough after the one counter step to be seen and routed.
+        value_expr="sum without (dp, tp, pp) (increase(specserve_log_file_gaps_total[15m]))",
+        comparison=">",
+        compare_to=0.0,
+        summary="The SGLang log file missed output",
+        description=(
+            "specserve-launch on {{ $labels.instance }} could not write the SGLang log file "
+            "for a while ({{ $value }} gaps over 15m: full disk, read-only, directory "
+            "gone): the exporter never saw that output; `docker logs` has it."
+        ),
+        meaning="The launcher wrote a `log file unavailable from T1 to T2, N bytes not "
+        "written` marker when the file came back: metrics from that span are missing.",
+    ),
+    Alert(
         name="SpecDecodeQueueBacklog",
         severity="warning",
         for_="10m",
