@@ -32,11 +32,12 @@ import types
 from collections.abc import Iterator
 from typing import Any
 
-# Packages SGLang's scheduler module imports at module level that cannot be installed on a CPU
-# machine (torchvision's wheels need CUDA torch; tvm_ffi and opentelemetry are GPU/tracing
-# extras). Nothing the stats-line code runs touches them, so a placeholder module stands in,
-# and only when the real package is absent.
-_PLACEHOLDER_PACKAGES = frozenset({"torchvision", "opentelemetry", "tvm_ffi"})
+# Packages SGLang's scheduler module imports at module level that the contract venv does not
+# hold: opentelemetry (imported unguarded by fastapi 0.165's fastapi/telemetry/_api.py).
+# Nothing the stats-line code runs touches it, so a placeholder module stands in, and only when
+# the real package is absent. torchvision and tvm_ffi are real packages of the venv now
+# (versions.yaml sglang.venv_packages: CUDA torch and torchvision import on a CPU).
+_PLACEHOLDER_PACKAGES = frozenset({"opentelemetry"})
 
 # Base of the frozen log clock (UTC) and its step between lines.
 _CLOCK_START = 1_772_366_400.0  # 2026-03-01 12:00:00 UTC
