@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "scripts" / "sglang"
@@ -26,6 +27,12 @@ def venv_root() -> Path:
     return Path(os.environ.get("SPECSERVE_SGLANG_VENVS", ROOT / ".sglang"))
 
 
+def wanted_packages(version: str) -> set[str]:
+    """What scripts/setup/sglang.sh installs for `version`: sglang itself + venv_packages."""
+    section = yaml.safe_load((ROOT / "versions.yaml").read_text(encoding="utf-8"))["sglang"]
+    return {f"sglang=={version}", *section["venv_packages"]}
+
+
 def venv_python(version: str) -> Path:
     python = venv_root() / version / "bin" / "python"
     marker = venv_root() / version / ".specserve-packages"
@@ -33,6 +40,17 @@ def venv_python(version: str) -> Path:
         pytest.fail(
             f"the SGLang {version} venv is missing or incomplete ({python.parent.parent}); "
             f"{SETUP_HINT}",
+            pytrace=False,
+        )
+    # The marker lists the packages the venv was built with (then the Python version): a venv
+    # of an older set fails in obscure imports (resolution needs torchvision, for one).
+    built = {line for line in marker.read_text(encoding="utf-8").splitlines()}
+    built = {line for line in built if line and not line.startswith("python ")}
+    if built != wanted_packages(version):
+        stale = sorted(built ^ wanted_packages(version))[:6]
+        pytest.fail(
+            f"the SGLang {version} venv ({python.parent.parent}) holds another package set than "
+            f"versions.yaml sglang.venv_packages (differing: {', '.join(stale)}); {SETUP_HINT}",
             pytrace=False,
         )
     return python
@@ -93,6 +111,19 @@ def _parse(
     results = run_script(version, "parse_argv.py", request)
     assert len(results) == len(argvs), "parse_argv.py returned a result per argv"
     return tuple(results)
+
+
+@cache
+def _resolve(version: str, argvs: tuple[tuple[str, ...], ...]) -> tuple[dict[str, Any], ...]:
+    results = run_script(version, "resolve_argv.py", {"argvs": [list(a) for a in argvs]})
+    assert len(results) == len(argvs), "resolve_argv.py returned a result per argv"
+    return tuple(results)
+
+
+def resolve_argvs(version: str, argvs: list[list[str]]) -> list[dict[str, Any]]:
+    """SGLang's `prepare_server_args` + `ServerArgs.resolve_once` on each argv (pass
+    `--device cpu` here), in one subprocess (cached per batch): scripts/sglang/resolve_argv.py."""
+    return list(_resolve(version, tuple(tuple(a) for a in argvs)))
 
 
 def parse_argvs(

@@ -5,9 +5,8 @@ For every verified SGLang version and every source in tests/contract/rendered_so
 the docs' examples). Parametrized by (source, version) so a failure names both. All argvs of a
 version go through one subprocess in that version's venv (tests/contract/sglang_venv.py).
 
-Only parsing runs here: SGLang's resolution (`ServerArgs.resolve_once`) imports its model configs,
-which need transformers and a torchvision whose C ops load against CPU torch, and PyPI has no such
-build; docs/sglang-contract.md lists what therefore only runs on a GPU node.
+Only parsing runs here; test_resolved_argv.py runs SGLang's resolution (`ServerArgs.resolve_once`)
+on the same argvs, and docs/sglang-contract.md lists what only a GPU node checks.
 """
 
 from __future__ import annotations

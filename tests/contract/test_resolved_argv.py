@@ -39,7 +39,7 @@ from tests.contract.rendered_sources import (
     _render_document,
     _tune_plugin,
 )
-from tests.contract.sglang_venv import run_script
+from tests.contract.sglang_venv import resolve_argvs, run_script
 from tests.contract.test_rendered_argv import SOURCES, rendered
 
 FIXTURES = ROOT / "tests" / "fixtures" / "models"
@@ -112,10 +112,7 @@ def argvs(version: str) -> dict[str, list[str]]:
 @cache
 def resolved(version: str) -> dict[str, dict[str, Any]]:
     cases = argvs(version)
-    results = run_script(
-        version, "resolve_argv.py", {"argvs": [cpu_argv(a) for a in cases.values()]}
-    )
-    assert len(results) == len(cases), "resolve_argv.py returned a result per argv"
+    results = resolve_argvs(version, [cpu_argv(a) for a in cases.values()])
     return dict(zip(cases, results, strict=True))
 
 
