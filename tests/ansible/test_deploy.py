@@ -236,6 +236,7 @@ def test_crashing_image_is_rolled_back(deployment: Deployment, tmp_path: Path) -
     finally:
         subprocess.run(["docker", "rmi", "-f", image], capture_output=True, check=False)
     assert "did not become healthy: crashed" in run.output, run.output[-6000:]
+    assert "server_health_budget_s = 120 s" in run.output  # the knob that sets the budget
     _assert_rolled_back(deployment, run, good_hash)
 
 
@@ -256,6 +257,10 @@ def test_accept_length_one_is_caught_and_rolled_back(deployment: Deployment,
     assert "Verification gate FAILED" in run.output, run.output[-6000:]
     assert "mean accept length: 1.0 " in run.output
     assert "accept len: 1.00" in run.output  # the offending decode lines, as evidence
+    assert "verify_accept_length_floor" in run.output  # the knob the gate checks against
+    # Graph state is evidence on Decode lines only: `cuda graph: False` is normal on Prefill.
+    evidence = run.output.split("Offending lines")[-1].split("Rendered command")[0]
+    assert "Decode batch" in evidence and "Prefill batch" not in evidence
     _assert_rolled_back(deployment, run, good_hash)
 
 

@@ -37,7 +37,8 @@ API_KEY = "sk-test-4f1c2a9e7b"  # in the test vault (fixtures/vault.yml)
 # The stand-in five times faster (its time scale: a decode line every ~0.1 s under load) and a
 # short stability window; the crash scenario widens the window past the crash.
 BASE_ENV = {"SPECSERVE_STANDIN_LOAD_SECONDS": "1", "SPECSERVE_STANDIN_WARMUP_SECONDS": "0.5",
-            "SPECSERVE_STANDIN_TIME_SCALE": "0.2"}
+            "SPECSERVE_STANDIN_TIME_SCALE": "0.2",
+            "SPECSERVE_STANDIN_BEHAVIOUR_FILE": "/etc/standin/behaviour.yaml"}
 FIGURES: dict[str, dict[str, object]] = {}
 
 
@@ -45,8 +46,14 @@ FIGURES: dict[str, dict[str, object]] = {}
 def matrix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
     require_docker()
     dep = new_deployment(tmp_path_factory.mktemp("matrix"), f"ssm{os.getpid()}")
+    # A behaviour file the servers re-read when it changes: how the restored last good server
+    # is made to fail its own gate in the last scenario.
+    behaviour = dep.workdir / "behaviour.yaml"
+    behaviour.write_text("acceptance: 0.6\n")
+    behaviour.chmod(0o644)
     dep.overrides = {
         "server_env": BASE_ENV,
+        "server_volumes": [f"{behaviour}:/etc/standin/behaviour.yaml:ro"],
         "server_stability_window_s": 4,
         "server_stability_poll_s": 0.5,
         "monitoring_enabled": False,
@@ -217,3 +224,39 @@ def test_sigint_right_after_the_stop_then_rerun(matrix: Deployment) -> None:
         assert "specserve-launch" in kept.stdout + kept.stderr
     third = _converges(matrix)
     _figures("SIGINT right after the stop, re-run", loop, interrupted, rerun, third)
+
+
+def test_rollback_that_fails_its_own_gate_says_so(matrix: Deployment, tmp_path: Path) -> None:
+    """The new server crashes at once; the restored last good server then fails its own
+    verification gate (accept length 1.00): the play prints the first failure's evidence, the
+    rollback's failure and the state it left, and records nothing. A re-run converges."""
+    good = _last_good(matrix)
+    behaviour = matrix.workdir / "behaviour.yaml"
+    extra = tmp_path / "crash.yml"
+    extra.write_text(yaml.safe_dump({
+        "server_env": {**BASE_ENV, "SPECSERVE_STANDIN_CRASH_AFTER_SECONDS": "0.3"}}))
+    behaviour.write_text("acceptance: 0.0\n")
+    try:
+        with _loop(matrix) as loop:
+            run = playbook(matrix.inventory, "-e", f"@{extra}")
+    finally:
+        behaviour.write_text("acceptance: 0.6\n")
+    assert run.rc != 0
+    assert "did not become healthy: crashed" in run.output
+    assert "server_health_budget_s" in run.output
+    assert "Offending lines of the failed server's log" in run.output
+    assert 'ROLLBACK FAILED at "Verify | the gate"' in run.output, run.output[-6000:]
+    assert "The node is NOT serving a verified server. State left:" in run.output
+    assert "Rolled back to the last good spec" not in run.output
+    assert _last_good(matrix) == good
+    record = json.loads((matrix.state_dir / "last-good" / "verified.json").read_text())
+    info = docker_inspect(matrix.prefix)
+    assert info is not None and record["container_id"] != info["Id"]  # not claimed verified
+    with _loop(matrix) as again:
+        rerun = playbook(matrix.inventory)
+    assert rerun.rc == 0, rerun.output[-6000:]
+    assert "not verified (container" in rerun.output
+    _assert_truth(matrix)
+    third = _converges(matrix)
+    _figures("rollback fails its own gate", loop, run)
+    _figures("  ... its re-run", again, rerun, third)
