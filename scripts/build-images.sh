@@ -4,9 +4,9 @@
 #   scripts/build-images.sh                 exporter + standin FROM python, sglang FROM lmsysorg/sglang
 #   scripts/build-images.sh --local-base    exporter + standin FROM specserve-local/bookworm-python
 #                                           (CI: nothing can be pulled)
-#   --local-base --images sglang            sglang FROM specserve-local/sglang, a CPU-only stand-in
+#   --local-base --images sglang            sglang FROM specserve-local/sglang, a GPU-less stand-in
 #                                           for lmsysorg/sglang built here first
-#                                           (docker/sglang-local-base: real sglang, CPU torch)
+#                                           (docker/sglang-local-base: real sglang, CUDA torch, no GPU)
 #   --images a,b       build only these (exporter, standin, sglang)
 #   --wheelhouse-only  stop after the wheelhouse
 #
@@ -164,7 +164,7 @@ sglang_version=$(pin sglang.pinned)
 # The real sglang package and exactly the pins versions.yaml names (sglang.venv_packages, as the
 # contract venvs of scripts/setup/sglang.sh, plus sglang.local_base_packages), all --no-deps,
 # downloaded through pip's cache (~/.cache/pip, which sglang.sh fills too) and the local
-# find-links (the CPU torch wheel) into a wheelhouse of its own, so the small context of the
+# find-links (the torch wheels on local disk) into a wheelhouse of its own, so the small context of the
 # other images stays small. The base is rebuilt only when that set changes (its label).
 if (( local_base )) && [[ ,$images, == *,sglang,* ]]; then
   sglang_base="$(pin upstream_images.sglang_local_base.repository):$(pin upstream_images.sglang_local_base.tag)"

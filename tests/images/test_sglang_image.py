@@ -1,12 +1,12 @@
 """The SGLang image on the real Docker engine, up to the first thing that needs a GPU.
 
 Built FROM CI's stand-in for lmsysorg/sglang (docker/sglang-local-base: the real sglang package of
-the pinned version in the system python3, CPU torch, no CUDA). The launcher validates the default
-profile against the fixture model configs mounted at /models, then execs
-`python3 -m sglang.launch_server`: SGLang's own parser must accept the argv, and the run stops in
-SGLang's argument resolution at the first package this machine cannot have: transformers'
-AutoImageProcessor needs torchvision, and the only torchvision builds here are CUDA ones, which
-cannot load against CPU torch (the upstream image has CUDA torch and torchvision).
+the pinned version and versions.yaml's sglang.venv_packages, CUDA builds of torch and torchvision
+as upstream ships, in the system python3; no GPU, no driver). The launcher validates the default
+profile against the fixture model configs mounted at /models, then runs
+`python3 -m sglang.launch_server` as its child: SGLang's own parser must accept the argv, and the
+run stops in SGLang's argument resolution at the first thing that needs an accelerator: the
+serving hook asks for the device to fill in its defaults and SGLang finds none.
 Host networking, nothing listens: the run stops before SGLang binds a port.
 """
 
@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 import yaml
 
-# A fresh CI machine builds the 2.9 GB local base first (118 s measured on the shared 2 cores).
+# A fresh CI machine builds the ~9 GB local base first (CUDA torch + torchvision wheels).
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(900)]
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,15 +38,19 @@ IMAGE_USER = 10001  # docker/sglang/Dockerfile USER
 
 # Where SGLang stops here, read from its own code (0.5.21): launch_server's __main__ runs
 # `server_args = prepare_server_args(sys.argv[1:])`, then `run_server(server_args)`, whose
-# resolve_once() -> run_resolution_pipeline() imports model_path_hook -> sglang.srt.configs ->
-# janus_pro, which registers an image processor through transformers' AutoImageProcessor.
+# resolve_once() -> run_resolution_pipeline() runs serving_hook.handle_missing_default_values,
+# which calls get_device(): with no CUDA/XPU/HPU/NPU/MUSA/MPS device it raises.
 PAST_PARSER = re.compile(
     r'sglang/launch_server\.py", line \d+, in <module>\n\s+run_server\(server_args\)'
 )
-RESOLUTION = ("in resolve_once", "in run_resolution_pipeline", "sglang/srt/configs/janus_pro.py")
-STOP = re.compile(
-    r"^ImportError: \n?AutoImageProcessor requires the Torchvision library", re.MULTILINE
+RESOLUTION = (
+    "in resolve_once",
+    "in run_resolution_pipeline",
+    "sglang/srt/arg_groups/serving_hook.py",
+    "in handle_missing_default_values",
+    "in get_device",
 )
+STOP = re.compile(r"^RuntimeError: No accelerator \(CUDA, XPU, HPU, NPU, MUSA, MPS\)", re.MULTILINE)
 # launch_server's `finally: kill_process_tree(os.getpid(), include_parent=False)`: logged only
 # after prepare_server_args returned. Through the launcher, parent_pid is not 1: the launcher is
 # PID 1 and SGLang its child, so the tree SGLang kills does not hold the launcher's tee.
@@ -191,7 +195,7 @@ def test_specserve_command_works_in_the_image(image: str, tmp_path: Path) -> Non
 
 
 def test_rebuild_keeps_the_sglang_local_base(image: str) -> None:
-    # The base (2.9 GB: sglang, CPU torch, triton) is the expensive layer: unchanged pins must
+    # The base (~9 GB: sglang, CUDA torch + torchvision) is the expensive layer: unchanged pins must
     # never rebuild it. (The specserve layer on top follows the sources others may be editing.)
     base_id = docker("image", "inspect", "--format", "{{.Id}}", local_base_ref()).stdout.strip()
     seconds, stdout = build()
@@ -225,7 +229,7 @@ def test_launcher_refuses_eagle_for_the_fixture_eagle3_drafter(image: str, tmp_p
     assert "launch_server" not in out.split("error:", 1)[1]
 
 
-def test_exec_gets_past_sglangs_parser_and_stops_at_torchvision(image: str, tmp_path: Path) -> None:
+def test_exec_gets_past_sglangs_parser_and_stops_at_the_missing_accelerator(image: str, tmp_path: Path) -> None:
     # No API key and no log file: the launcher starts no tee; SGLang writes to the output itself.
     container = Container(image, tmp_path, default_doc(server__api_key=None, logging__file=None))
     rc, out = container.run()
@@ -267,7 +271,7 @@ def test_tee_keeps_sglangs_last_words(image: str, tmp_path: Path) -> None:
     container = Container(image, tmp_path, default_doc())
     rc, out = container.run()
     assert rc == 1, out
-    # Wherever SGLang stops on this CPU-only base (STOP names today's place), the log file's
+    # Wherever SGLang stops on this GPU-less base (STOP names today's place), the log file's
     # last line is the exception that stopped it, printed after kill_process_tree ran, and the
     # container's output (the tee's other copy) has it too.
     log = container.log_text()
