@@ -229,7 +229,9 @@ def test_launcher_refuses_eagle_for_the_fixture_eagle3_drafter(image: str, tmp_p
     assert "launch_server" not in out.split("error:", 1)[1]
 
 
-def test_exec_gets_past_sglangs_parser_and_stops_at_the_missing_accelerator(image: str, tmp_path: Path) -> None:
+def test_exec_gets_past_sglangs_parser_and_stops_at_the_missing_accelerator(
+    image: str, tmp_path: Path
+) -> None:
     # No API key and no log file: the launcher starts no tee; SGLang writes to the output itself.
     container = Container(image, tmp_path, default_doc(server__api_key=None, logging__file=None))
     rc, out = container.run()
