@@ -316,6 +316,12 @@ def _task_call(task: dict[str, Any], path: str, variables: dict[str, Any]) -> En
         args = poll.get("module_args") or {}
         timeout = resolve(args.get("timeout"), variables) or _probe_module_default_timeout()
         return EndpointCall(name, path, "GET", True, "gate", _seconds(timeout))
+    stability = task.get("specserve_stability")
+    if isinstance(stability, dict):
+        # specserve_stability sends `api_key` as a Bearer token (ansible/plugins/modules/).
+        keyless = not str(stability.get("api_key") or "").strip()
+        timeout = resolve(stability.get("request_timeout_s"), variables)
+        return EndpointCall(name, path, "POST", keyless, "call", _seconds(timeout))
     container = task.get("community.docker.docker_container")
     if isinstance(container, dict) and "healthcheck" in container:
         test = " ".join(container["healthcheck"]["test"])
