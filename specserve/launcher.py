@@ -24,14 +24,16 @@ from specserve.profile.loader import ProfileError, load_profile
 from specserve.profile.logtee import Tee
 from specserve.profile.render import (
     API_KEY_FLAG,
+    Rendered,
     SecretError,
     argv_with_secret,
     format_shell,
     render,
 )
 from specserve.profile.report import format_text
+from specserve.profile.server_parser import known_commands, parse_only_argv, run_parser
 from specserve.profile.sglang import VERSION_ENV, SglangVersionError, resolve_version
-from specserve.secrets import SECRET_FLAGS, secret_problem
+from specserve.secrets import SECRET_FLAGS, Redactor, secret_problem, secrets_in_argv
 from specserve.supervise import run as supervise
 
 DEFAULT_PROFILE = "/etc/specserve/profile.yaml"
@@ -70,6 +72,30 @@ def injected_secrets(exec_argv: Sequence[str], environ: dict[str, str]) -> dict[
     return found
 
 
+def server_parse(rendered: Rendered, version: str) -> int:
+    """The dry run's last step: the server's own parser judges the argv (the API key stays a
+    placeholder; other secrets in it are redacted from what the parser says)."""
+    command = parse_only_argv(rendered.argv)
+    if command is None:
+        sys.stderr.write(
+            f"specserve-launch: no parse-only check for launch command {rendered.argv[0]!r} "
+            f"(known: {known_commands()}); its own parser runs at start\n"
+        )
+        return 0
+    result = run_parser(command, rendered.env)
+    if result.exit_code == 0:
+        sys.stderr.write(f"specserve-launch: SGLang {version}'s own parser accepts the command\n")
+        return 0
+    redactor = Redactor([*secrets_in_argv(rendered.argv), *(os.environ.get(n) for n in SECRET_ENV)])
+    sys.stderr.write(
+        f"specserve-launch: SGLang {version}'s own parser refuses the command "
+        f"(exit {result.exit_code}):\n{redactor.redact_text(result.message)}\n"
+        "specserve-launch: Fix: correct the profile (server.extra_args or the field that sets "
+        "the flag named above); nothing was started\n"
+    )
+    return EXIT_ERRORS
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="specserve-launch",
@@ -83,7 +109,10 @@ def _parser() -> argparse.ArgumentParser:
         help=f"profile YAML (default: ${PROFILE_ENV}, else {DEFAULT_PROFILE})",
     )
     parser.add_argument(
-        "--dry-run", action="store_true", help="validate and print the command, do not start it"
+        "--dry-run",
+        action="store_true",
+        help="validate, print the command and run the server's own argument parser on it "
+        "(SGLang's prepare_server_args); start nothing",
     )
     return parser
 
@@ -121,7 +150,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     sys.stderr.write(f"specserve-launch: flags for SGLang {version} (${VERSION_ENV})\n")
     sys.stderr.write(format_shell(rendered))
     if args.dry_run:
-        return 0
+        return server_parse(rendered, version)
     environ = dict(os.environ)
     try:
         exec_argv = argv_with_secret(rendered, environ)

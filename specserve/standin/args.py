@@ -469,6 +469,15 @@ def resolve(contract: SGLangContract, ns: argparse.Namespace, argv: list[str]) -
     )
 
 
+def prepare_server_args(argv: Sequence[str], version: str | None = None) -> argparse.Namespace:
+    """Parse only, as SGLang's `sglang.srt.server_args.prepare_server_args` does before any
+    resolution: argparse's usage error and exit 2 for an argv SGLang `version` refuses. What
+    `specserve-launch --dry-run` runs (specserve/profile/server_parser.py)."""
+    from specserve.standin.knobs import sglang_version
+
+    return build_parser(sglang_contract(version or sglang_version())).parse_args(list(argv))
+
+
 def parse_args(argv: Sequence[str] | None = None, version: str | None = None) -> StandinArgs:
     """Parse as SGLang `version` would (exit 2 on a usage error), then resolve."""
     from specserve.standin.knobs import sglang_version

@@ -130,6 +130,53 @@ def _figures(name: str, loop: RequestLoop, *runs: Run) -> None:
                      "plays": [{"rc": r.rc, "seconds": round(r.seconds, 1)} for r in runs]}
 
 
+@pytest.mark.parametrize(
+    ("extra_args", "judge", "said"),
+    [
+        # The image's own parser: `specserve check` knows the flag, not that its value is no int.
+        (["--chunked-prefill-size", "abc"], "the image's SGLang parser",
+         "specserve-standin: error: argument --chunked-prefill-size: invalid int value: 'abc'"),
+        # SGLang's option table, on the controller, before anything reaches the host.
+        (["--no-such-flag", "1"], "specserve check",
+         "--no-such-flag is not an option of SGLang"),
+    ],
+    ids=["value-the-image-parser-refuses", "flag-check-refuses"],
+)
+def test_refused_argv_stops_the_play_with_zero_downtime(
+    matrix: Deployment, extra_args: list[str], judge: str, said: str
+) -> None:
+    """Validate before stopping: an argv refused by specserve check or by the new image's own
+    parser (a dry run in a throwaway container) fails the play before the old server is
+    touched: the same container keeps serving, no request fails, nothing is recorded."""
+    before = _assert_truth(matrix)
+    good, text = _last_good(matrix), matrix.profile.read_text()
+    write_profile(matrix.profile, matrix.server_port, **{"server.extra_args": extra_args})
+    try:
+        with _loop(matrix) as loop:
+            run = playbook(matrix.inventory)
+            after = _assert_truth(matrix)
+    finally:
+        matrix.profile.write_text(text)
+    assert run.rc != 0
+    assert said in run.output, run.output[-6000:]
+    if judge == "specserve check":
+        assert "refused by `specserve check`" in run.output
+    else:
+        assert "refuses profile standin-cpu (its launcher's dry run in a throwaway" in run.output
+        assert "was not touched and keeps serving" in run.output
+    assert "Stop | " not in run.output and "Rollback" not in run.output
+    assert after["Id"] == before["Id"]
+    assert after["State"]["StartedAt"] == before["State"]["StartedAt"]
+    assert _last_good(matrix) == good
+    assert loop.failed == 0, f"{loop.failed} of {loop.sent} requests failed"
+    leftovers = subprocess.run(
+        ["docker", "ps", "-aq", "--filter", "label=io.specserve.role=validate"],
+        capture_output=True, text=True, check=True).stdout.split()
+    assert leftovers == [], "the throwaway validation container was left behind"
+    rerun = _converges(matrix)
+    _figures(f"argv refused by {judge}", loop, run, rerun)
+
+
 def test_crash_20s_after_start_is_rolled_back(matrix: Deployment, tmp_path: Path) -> None:
     """Passes the health and verification gates, crashes 20 s after start: the stability window
     catches it, the deploy fails and rolls back, last good is not touched."""

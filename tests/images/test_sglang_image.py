@@ -217,6 +217,19 @@ def test_dry_run_validates_the_default_profile_and_prints_the_command(
     assert "--speculative-algorithm EAGLE3" in out and "--tp-size 8" in out
     assert '--api-key "$(cat /run/secrets/specserve/api-key)"' in out
     assert "NCCL_PROTO=LL" in out  # the profile's preset, applied by the launcher
+    # The dry run ends with the image's own SGLang parser (issue 16 item 3).
+    assert f"SGLang {PINNED}'s own parser accepts the command" in out
+
+
+def test_dry_run_is_refused_by_the_images_own_sglang_parser(image: str, tmp_path: Path) -> None:
+    # `specserve check` knows the flag; only SGLang's parser knows its value is not an int. What
+    # Ansible runs in a throwaway container before it stops the old server.
+    doc = default_doc(server__extra_args=["--chunked-prefill-size", "abc"])
+    rc, out = Container(image, tmp_path, doc).run("--dry-run")
+    assert rc == 1, out
+    assert "own parser refuses the command (exit 2)" in out
+    assert "sglang serve: error: argument --chunked-prefill-size: invalid int value: 'abc'" in out
+    assert not FINALLY.search(out) and "usage:" not in out
 
 
 def test_launcher_refuses_eagle_for_the_fixture_eagle3_drafter(image: str, tmp_path: Path) -> None:

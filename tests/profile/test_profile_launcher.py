@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from contextlib import redirect_stderr
 from pathlib import Path
 
 import yaml
@@ -186,3 +187,48 @@ def test_default_profile_path_from_env(tmp_path):
         env={**os.environ, "SPECSERVE_PROFILE": str(tmp_path / "none.yaml")},
     )
     assert missing.returncode == 2 and "not found" in missing.stderr
+
+
+def test_dry_run_of_an_unknown_launch_command_says_its_parser_runs_at_start(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "specserve.launcher", "--dry-run", str(_profile(tmp_path))],
+        capture_output=True, text=True, timeout=30, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert f"no parse-only check for launch command {sys.executable!r}" in proc.stderr
+    assert "python3 -m sglang.launch_server" in proc.stderr  # the known ones are named
+    assert "fake: pid" not in proc.stdout + proc.stderr
+
+
+def test_dry_run_reports_the_parsers_error_without_the_secrets_it_echoes(tmp_path, monkeypatch):
+    # A parser that echoes its argv, as argparse does for unrecognised arguments: the secret
+    # values in argv and the token in the environment never reach the output.
+    from specserve.launcher import main as launch_main
+    from specserve.profile import server_parser
+
+    (tmp_path / "echo_parser.py").write_text(
+        "import sys\n"
+        "def prepare_server_args(argv):\n"
+        "    sys.stderr.write('usage: echo [-h] ...\\n')\n"
+        "    sys.stderr.write('echo: error: refused ' + ' '.join(argv))\n"
+        "    sys.stderr.write(' hf_token_value_123\\n')\n"
+        "    sys.exit(2)\n"
+    )
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    monkeypatch.setenv("HF_TOKEN", "hf_token_value_123")
+    parsers = {("echo-server",): (sys.executable, "echo_parser")}
+    monkeypatch.setattr(server_parser, "PARSERS", parsers)
+    doc = yaml.safe_load(_profile(tmp_path).read_text())
+    doc["server"].update(launch_command=["echo-server"],
+                         extra_args=["--admin-api-key", "admin-secret-4242"])  # fmt: skip
+    path = tmp_path / "echo.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    err = io.StringIO()
+    with redirect_stderr(err):
+        code = launch_main(["--dry-run", str(path)])
+    text = err.getvalue()
+    assert code == 1, text
+    assert "own parser refuses the command (exit 2)" in text
+    assert "echo: error: refused" in text and "usage:" not in text
+    assert "admin-secret-4242" not in text.split("refuses the command")[1]
+    assert "hf_token_value_123" not in text

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shutil
 from contextlib import redirect_stderr
 from pathlib import Path
@@ -20,6 +21,7 @@ from specserve.profile import load_profile
 from specserve.profile.flags import GRAPH_FLAGS, OWNED_DESTS, OWNED_FLAGS
 from specserve.profile.render import render
 from specserve.upstream import PINNED_VERSION, VERIFIED_VERSIONS, sglang_contract
+from tests.contract.sglang_venv import venv_python
 
 VERSIONS = pytest.mark.parametrize("version", VERIFIED_VERSIONS)
 MLA = FIXTURES / "kimi-k2.5-eagle3-mla"
@@ -450,11 +452,14 @@ def test_version_comes_from_the_image_env(tmp_path, monkeypatch):
     monkeypatch.setenv("SPECSERVE_SGLANG_VERSION", "0.5.23")
     code, out, _ = run_cli("render", str(path), "--format", "argv")
     assert code == 0 and "--attn-dp-size\n" in out
-    # The launcher (the image's entrypoint) reads the same variable.
+    # The launcher (the image's entrypoint) reads the same variable, and its dry run ends with
+    # that SGLang's own parser: 0.5.23's venv first on PATH is the image's python3.
+    monkeypatch.setenv("PATH", f"{venv_python('0.5.23').parent}{os.pathsep}{os.environ['PATH']}")
     err = io.StringIO()
     with redirect_stderr(err):
-        assert launch_main([str(path), "--dry-run"]) == 0
+        assert launch_main([str(path), "--dry-run"]) == 0, err.getvalue()
     assert "--attn-dp-size 2" in err.getvalue() and "SGLang 0.5.23" in err.getvalue()
+    assert "SGLang 0.5.23's own parser accepts the command" in err.getvalue()
     monkeypatch.setenv("SPECSERVE_SGLANG_VERSION", "9.9")
     with redirect_stderr(io.StringIO()):
         assert launch_main([str(path), "--dry-run"]) == 2
