@@ -188,3 +188,30 @@ def test_interrupted_tune_resumes_ranks_skips_and_applies_best(deployment: Deplo
     metrics = http_get(f"http://127.0.0.1:{deployment.exporter_port}/metrics")
     assert "specserve_speculative_draft_tokens 2.0" in metrics
     assert not any(tuning["profile"].parent.glob(".*specserve-tune*"))
+
+
+@pytest.mark.parametrize("play", ["baseline", "tune"])
+def test_baseline_and_tune_wait_for_the_deploy_lock(deployment: Deployment, tuning: dict[str, Any],
+                                                    play: str) -> None:
+    """baseline.yml and tune.yml restart the server too: they take deploy.yml's lock, so a
+    deploy in progress (a holder on another controller, not stale) stops them before anything."""
+    before = docker_inspect(deployment.prefix)
+    assert before is not None
+    lock = deployment.state_dir / "deploy.lock"
+    lock.write_text(json.dumps({
+        "token": "held-by-test", "user": "ops", "controller": "elsewhere", "pid": 4242,
+        "pid_start": "1", "play": "Deploy specserve", "node": "localhost",
+        "since": "2026-12-01T00:00:00+00:00", "since_epoch": time.time()}))
+    try:
+        run = _playbook(deployment, play, tuning["extra"], "-e", "server_lock_wait_s=0")
+    finally:
+        held = json.loads(lock.read_text())["token"] if lock.exists() else None
+        lock.unlink(missing_ok=True)
+    assert run.rc != 0
+    said = run.output
+    assert "Another deploy is running on localhost: the deploy lock" in said, said[-4000:]
+    assert "ops@elsewhere pid 4242 (play 'Deploy specserve'" in run.output
+    assert held == "held-by-test"  # neither taken over nor released by the refused play
+    assert "Replacing" not in run.output and "Baseline |" not in run.output
+    after = docker_inspect(deployment.prefix)
+    assert after is not None and after["Id"] == before["Id"]
