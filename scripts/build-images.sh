@@ -21,6 +21,11 @@ PY=${PYTHON:-$ROOT/.venv/bin/python}
 [[ -x $PY ]] || PY=python3
 CTX=$ROOT/build/image-context
 WHEELS=$CTX/wheelhouse
+# One build at a time per checkout: two at once (parallel test files) would rewrite the same
+# wheelhouse and context under each other. The second waits for the first.
+mkdir -p "$ROOT/build"
+exec 9>"$ROOT/build/.build-images.lock"
+flock 9
 # Interpreters the SGLang image's Python might be (specserve needs >= 3.11): its venv needs
 # binary wheels for that one.
 SGLANG_PYTHONS=${SPECSERVE_SGLANG_PYTHONS:-"3.11 3.12 3.13"}
