@@ -1,0 +1,165 @@
+"""Every metric the exporter serves: its name, type, labels and help text, in one place.
+
+The collector builds its families from these; the monitoring generator, the verification gate
+and bench import the same constants instead of spelling names out. Standard library only, so any
+tool can import it without the exporter's dependencies.
+
+Names follow Prometheus' naming guide: one prefix (`specserve_`), base units in the name
+(`_seconds`, `_ratio`, `_tokens_per_second`); a counter's samples end in `_total`, a histogram's
+in `_bucket`, `_sum` and `_count` (the properties below), as prometheus_client writes them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+PREFIX = "specserve_"
+# The printing rank of a stats line; every per-rank series carries all three.
+RANK_LABELS: tuple[str, ...] = ("dp", "tp", "pp")
+
+
+class MetricType(StrEnum):
+    COUNTER = "counter"
+    GAUGE = "gauge"
+    HISTOGRAM = "histogram"
+
+
+@dataclass(frozen=True, slots=True)
+class Metric:
+    name: str  # the family's name: without `_total` for a counter
+    type: MetricType
+    labels: tuple[str, ...]
+    help: str
+
+    @property
+    def sample(self) -> str:
+        """The name of the sample a query selects (a counter's `_total`)."""
+        return self.name + "_total" if self.type is MetricType.COUNTER else self.name
+
+    @property
+    def total(self) -> str:
+        assert self.type is MetricType.COUNTER, f"{self.name} is not a counter"
+        return self.name + "_total"
+
+    @property
+    def bucket(self) -> str:
+        assert self.type is MetricType.HISTOGRAM, f"{self.name} is not a histogram"
+        return self.name + "_bucket"
+
+    @property
+    def sum(self) -> str:
+        assert self.type is MetricType.HISTOGRAM, f"{self.name} is not a histogram"
+        return self.name + "_sum"
+
+    @property
+    def count(self) -> str:
+        assert self.type is MetricType.HISTOGRAM, f"{self.name} is not a histogram"
+        return self.name + "_count"
+
+
+def _metric(name: str, type_: MetricType, labels: tuple[str, ...], help_: str) -> Metric:
+    return Metric(PREFIX + name, type_, labels, help_)
+
+
+_C, _G, _H = MetricType.COUNTER, MetricType.GAUGE, MetricType.HISTOGRAM
+_R = RANK_LABELS
+
+# Label names other than the ranks.
+KIND = "kind"  # decode | prefill (parser.Kind)
+REASON = "reason"  # parser.Reason
+POOL = "pool"  # KV pool: kv, full, swa, mamba, gpu, cpu (state.USAGE_POOLS)
+GRAPH = "graph"  # cuda, cpu, npu, musa (parser.GRAPH_LABELS)
+CONCURRENCY = "concurrency"  # specserve.buckets.concurrency_bucket
+SOURCE = "source"  # file, docker, kubernetes
+
+# --- line counters -----------------------------------------------------------------------------
+LOG_LINES_READ = _metric("log_lines_read", _C, (), "Log lines read from the source.")
+LOG_LINES_PARSED = _metric(
+    "log_lines_parsed", _C, (KIND,),
+    "SGLang scheduler stats lines parsed, by kind (decode or prefill).")
+LOG_LINES_REJECTED = _metric(
+    "log_lines_rejected", _C, (REASON,),
+    "Stats lines that could not be read, by reason. Never fatal.")
+LOG_LINES_IGNORED = _metric(
+    "log_lines_ignored", _C, (),
+    "Lines that are not scheduler stats lines (HTTP access lines, warnings, ...).")
+LOG_UNKNOWN_FIELDS = _metric(
+    "log_unknown_fields", _C, (),
+    "Fields of parsed stats lines this exporter does not know (a newer SGLang format).")
+LOG_FILE_GAPS = _metric(
+    "log_file_gaps", _C, (),
+    "Times specserve-launch could not write the log file (full disk, read-only, directory "
+    "gone) and said so in it once it could: output the exporter never saw.")
+LOG_FILE_GAP_BYTES = _metric(
+    "log_file_gap_bytes", _C, (),
+    "Bytes of server output specserve-launch could not write to the log file.")
+
+# --- decode ------------------------------------------------------------------------------------
+DECODE_ACCEPT_LENGTH = _metric(
+    "decode_accept_length", _H, _R,
+    "Per-window mean accept length (accepted tokens per verify pass, bonus token included: "
+    "1.0 = every draft token rejected).")
+DECODE_GEN_THROUGHPUT = _metric(
+    "decode_gen_throughput_tokens_per_second", _H, (*_R, CONCURRENCY),
+    "Per-window whole-server decode throughput, by concurrency bucket of #running-req "
+    "(compare with the baseline of the same bucket).")
+DECODE_LAST_ACCEPT_LENGTH = _metric(
+    "decode_last_accept_length", _G, _R, "Accept length of the last window.")
+DECODE_LAST_GEN_THROUGHPUT = _metric(
+    "decode_last_gen_throughput_tokens_per_second", _G, _R,
+    "Whole-server decode throughput of the last window, as printed by SGLang.")
+DECODE_RUNNING_REQUESTS = _metric(
+    "decode_running_requests", _G, _R, "Running requests (#running-req).")
+DECODE_QUEUED_REQUESTS = _metric(
+    "decode_queued_requests", _G, _R, "Queued requests (#queue-req).")
+DECODE_TOKEN_USAGE = _metric(
+    "decode_token_usage_ratio", _G, (*_R, POOL),
+    "KV cache usage of the last window, by pool (kv for standard models).")
+DECODE_GRAPH_ENABLED = _metric(
+    "decode_graph_enabled", _G, (*_R, GRAPH),
+    "1 when the last decode window ran with graphs (CUDA graphs on NVIDIA).")
+DECODE_PRINTED_ACCEPT_RATE = _metric(
+    "decode_printed_accept_rate_ratio", _G, _R,
+    "SGLang's own `accept rate`, as printed. Its meaning changed in SGLang PR #23530 "
+    "(accept_len/draft_tokens before, (accept_len-1)/(draft_tokens-1) after).")
+DECODE_DRAFT_ACCEPTANCE = _metric(
+    "decode_draft_acceptance_ratio", _G, _R,
+    "Computed by the exporter for every SGLang version: (accept_len - 1) / (draft_tokens - 1) "
+    "with the configured draft-token count.")
+DECODE_LAST_LINE_TIMESTAMP = _metric(
+    "decode_last_line_timestamp_seconds", _G, _R,
+    "Unix time at which the exporter read the last decode line of this rank.")
+
+# --- prefill -----------------------------------------------------------------------------------
+PREFILL_NEW_TOKENS = _metric("prefill_new_tokens", _C, _R, "Prefilled tokens (#new-token).")
+PREFILL_CACHED_TOKENS = _metric(
+    "prefill_cached_tokens", _C, _R,
+    "Prompt tokens served from the prefix cache (#cached-token).")
+PREFILL_LAST_INPUT_THROUGHPUT = _metric(
+    "prefill_last_input_throughput_tokens_per_second", _G, _R,
+    "Input throughput of the last prefill line (newer SGLang versions only).")
+
+# --- configuration and source ------------------------------------------------------------------
+SPECULATIVE_DRAFT_TOKENS = _metric(
+    "speculative_draft_tokens", _G, (), "Configured --speculative-num-draft-tokens.")
+BASELINE_GEN_THROUGHPUT = _metric(
+    "baseline_gen_throughput_tokens_per_second", _G, (CONCURRENCY,),
+    "Measured non-speculative throughput per concurrency bucket: the alert threshold.")
+SOURCE_UP = _metric("source_up", _G, (SOURCE,), "1 while the log source is being read.")
+SOURCE_REOPENS = _metric(
+    "source_reopens", _C, (SOURCE,),
+    "Times the source was reopened: file rotations and truncations, container or pod restarts.")
+
+# Every metric the exporter can serve, in the order a scrape lists them.
+ALL: tuple[Metric, ...] = (
+    LOG_LINES_READ, LOG_LINES_PARSED, LOG_LINES_REJECTED, LOG_LINES_IGNORED, LOG_UNKNOWN_FIELDS,
+    LOG_FILE_GAPS, LOG_FILE_GAP_BYTES,
+    DECODE_ACCEPT_LENGTH, DECODE_GEN_THROUGHPUT, DECODE_LAST_ACCEPT_LENGTH,
+    DECODE_LAST_GEN_THROUGHPUT, DECODE_RUNNING_REQUESTS, DECODE_QUEUED_REQUESTS,
+    DECODE_TOKEN_USAGE, DECODE_GRAPH_ENABLED, DECODE_PRINTED_ACCEPT_RATE,
+    DECODE_DRAFT_ACCEPTANCE, DECODE_LAST_LINE_TIMESTAMP,
+    PREFILL_NEW_TOKENS, PREFILL_CACHED_TOKENS, PREFILL_LAST_INPUT_THROUGHPUT,
+    SPECULATIVE_DRAFT_TOKENS, BASELINE_GEN_THROUGHPUT, SOURCE_UP, SOURCE_REOPENS,
+)
+BY_NAME: dict[str, Metric] = {m.name: m for m in ALL}

@@ -1,0 +1,67 @@
+"""names.py is the one list of the exporter's metrics: the collector serves exactly those, with
+the declared type and labels, and the docs list each one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from prometheus_client.core import CollectorRegistry
+
+from specserve_exporter import names
+from specserve_exporter.collector import LogCollector
+from specserve_exporter.ingest import Ingestor
+from specserve_exporter.state import LogState, SpeculationConfig
+
+ROOT = Path(__file__).resolve().parents[2]
+
+DECODE = (
+    b"[2026-02-23 17:53:14 TP0] Decode batch, #running-req: 4, #token: 900, token usage: 0.01, "
+    b"accept len: 2.50, accept rate: 0.50, cuda graph: True, gen throughput (token/s): 120.00, "
+    b"#queue-req: 0\n"
+)
+PREFILL = (
+    b"[2026-02-23 17:53:13 TP0] Prefill batch, #new-seq: 1, #new-token: 64, #cached-token: 0, "
+    b"token usage: 0.01, #running-req: 0, #queue-req: 0, input throughput (token/s): 900.00\n"
+)
+
+
+class _Source:
+    kind = "file"
+
+    def is_up(self) -> bool:
+        return True
+
+    def reopens(self) -> int:
+        return 0
+
+
+def _served() -> dict[str, tuple[str, tuple[str, ...]]]:
+    state = LogState(SpeculationConfig(draft_tokens=4, baseline={"1-4": 50.0}))
+    Ingestor(state).feed(PREFILL + DECODE)
+    registry = CollectorRegistry()
+    registry.register(LogCollector(state, _Source()))
+    served: dict[str, tuple[str, tuple[str, ...]]] = {}
+    for family in registry.collect():
+        labels = {k for s in family.samples for k in s.labels if k != "le"}
+        served[family.name] = (family.type, tuple(sorted(labels)))
+    return served
+
+
+def test_the_collector_serves_exactly_the_named_metrics_with_their_types_and_labels():
+    served = _served()
+    declared = {m.name: (m.type.value, tuple(sorted(m.labels))) for m in names.ALL}
+    assert served == declared
+
+
+def test_every_name_is_unique_prefixed_and_documented():
+    assert len(names.BY_NAME) == len(names.ALL)
+    doc = (ROOT / "docs" / "metrics.md").read_text()
+    for metric in names.ALL:
+        assert metric.name.startswith(names.PREFIX)
+        assert metric.sample in doc, f"docs/metrics.md does not list {metric.sample}"
+
+
+def test_sample_names_follow_prometheus_client():
+    assert names.LOG_LINES_PARSED.total == "specserve_log_lines_parsed_total"
+    assert names.DECODE_ACCEPT_LENGTH.count == "specserve_decode_accept_length_count"
+    assert names.DECODE_RUNNING_REQUESTS.sample == "specserve_decode_running_requests"
