@@ -35,15 +35,45 @@ from grafana_foundation_sdk.models.dashboard import (
     ValueMappingResult,
 )
 
+from specserve.monitoring.expansion import AlertSettings, default_settings, inline_rule
+from specserve.monitoring.metrics import (
+    DCGM_FB_USED,
+    DCGM_GPU_TEMP,
+    DCGM_GPU_UTIL,
+    DCGM_POWER_USAGE,
+    SGLANG_E2E_REQUEST_LATENCY,
+    SGLANG_GEN_THROUGHPUT,
+    SGLANG_INTER_TOKEN_LATENCY,
+    SGLANG_QUEUED_REQUESTS,
+    SGLANG_RUNNING_REQUESTS,
+    SGLANG_SPEC_ACCEPT_LENGTH,
+    SGLANG_TIME_TO_FIRST_TOKEN,
+)
 from specserve.monitoring.rules import (
     ACCEPT_LENGTH_MEAN,
     ALERTS,
     REJECTED_RATIO,
     SPEEDUP_RATIO,
     THROUGHPUT_MEAN,
-    AlertSettings,
-    default_settings,
-    inline_rule,
+)
+from specserve_exporter.names import (
+    BASELINE_GEN_THROUGHPUT,
+    DECODE_ACCEPT_LENGTH,
+    DECODE_DRAFT_ACCEPTANCE,
+    DECODE_GRAPH_ENABLED,
+    DECODE_LAST_ACCEPT_LENGTH,
+    DECODE_LAST_GEN_THROUGHPUT,
+    DECODE_LAST_LINE_TIMESTAMP,
+    DECODE_PRINTED_ACCEPT_RATE,
+    DECODE_QUEUED_REQUESTS,
+    DECODE_RUNNING_REQUESTS,
+    DECODE_TOKEN_USAGE,
+    LOG_LINES_IGNORED,
+    LOG_LINES_PARSED,
+    LOG_LINES_READ,
+    LOG_LINES_REJECTED,
+    SOURCE_UP,
+    SPECULATIVE_DRAFT_TOKENS,
 )
 
 DASHBOARD_UID = "specserve-overview"
@@ -182,10 +212,10 @@ def _accept_length_row(builder: dashboard.Dashboard, settings: Settings) -> dash
                 [
                     *_accept_length_means(settings),
                     Query(
-                        "max without (tp, pp) (specserve_decode_last_accept_length)",
+                        f"max without (tp, pp) ({DECODE_LAST_ACCEPT_LENGTH.name})",
                         "{{instance}} dp{{dp}} last window",
                     ),
-                    Query("max by (instance) (sglang:spec_accept_length)",
+                    Query(f"max by (instance) ({SGLANG_SPEC_ACCEPT_LENGTH})",
                           "{{instance}} sglang native"),
                 ],
                 "Accepted tokens per verify pass, bonus token included (1.00 = every draft "
@@ -207,7 +237,7 @@ def _accept_length_row(builder: dashboard.Dashboard, settings: Settings) -> dash
             .with_target(
                 _target(
                     Query(
-                        "sum by (le) (increase(specserve_decode_accept_length_bucket"
+                        f"sum by (le) (increase({DECODE_ACCEPT_LENGTH.bucket}"
                         "[$__rate_interval]))",
                         "{{le}}",
                         heatmap=True,
@@ -227,7 +257,7 @@ def _accept_length_row(builder: dashboard.Dashboard, settings: Settings) -> dash
             .with_target(
                 _target(
                     Query(
-                        "sum by (le) (increase(specserve_decode_accept_length_bucket[$__range]))",
+                        f"sum by (le) (increase({DECODE_ACCEPT_LENGTH.bucket}[$__range]))",
                         "{{le}}",
                         instant=True,
                         heatmap=True,
@@ -242,11 +272,11 @@ def _accept_length_row(builder: dashboard.Dashboard, settings: Settings) -> dash
                 "percentunit",
                 [
                     Query(
-                        "max without (tp, pp) (specserve_decode_draft_acceptance_ratio)",
+                        f"max without (tp, pp) ({DECODE_DRAFT_ACCEPTANCE.name})",
                         "{{instance}} dp{{dp}} computed (accept_len-1)/(draft_tokens-1)",
                     ),
                     Query(
-                        "max without (tp, pp) (specserve_decode_printed_accept_rate_ratio)",
+                        f"max without (tp, pp) ({DECODE_PRINTED_ACCEPT_RATE.name})",
                         "{{instance}} dp{{dp}} as printed (meaning changed in PR #23530)",
                     ),
                 ],
@@ -263,7 +293,7 @@ def _accept_length_row(builder: dashboard.Dashboard, settings: Settings) -> dash
             .height(8)
             .span(4)
             .with_target(
-                _target(Query("max by (instance) (specserve_speculative_draft_tokens)",
+                _target(Query(f"max by (instance) ({SPECULATIVE_DRAFT_TOKENS.name})",
                               "{{instance}}", instant=True), "A")
             )
         )
@@ -286,7 +316,7 @@ def _throughput_row(builder: dashboard.Dashboard, settings: Settings) -> dashboa
                     ),
                     Query(
                         "max by (job, instance, concurrency) "
-                        "(specserve_baseline_gen_throughput_tokens_per_second)",
+                        f"({BASELINE_GEN_THROUGHPUT.name})",
                         "baseline {{instance}} bucket {{concurrency}}",
                     ),
                 ],
@@ -316,10 +346,10 @@ def _throughput_row(builder: dashboard.Dashboard, settings: Settings) -> dashboa
                 [
                     Query(
                         "sum without (dp) (max without (tp, pp) "
-                        "(specserve_decode_last_gen_throughput_tokens_per_second))",
+                        f"({DECODE_LAST_GEN_THROUGHPUT.name}))",
                         "{{instance}} exporter",
                     ),
-                    Query(_per_server("sglang:gen_throughput"),
+                    Query(_per_server(SGLANG_GEN_THROUGHPUT),
                           "{{instance}} sglang native"),
                 ],
                 "gen throughput of the latest decode line (window of --decode-log-interval "
@@ -338,7 +368,7 @@ def _server_row(builder: dashboard.Dashboard, settings: Settings) -> dashboard.D
         .with_panel(
             _state(
                 "CUDA graph",
-                [Query("min without (tp, pp, graph) (specserve_decode_graph_enabled)",
+                [Query(f"min without (tp, pp, graph) ({DECODE_GRAPH_ENABLED.name})",
                        "{{instance}} dp{{dp}}")],
                 "cuda graph: True/False from the decode lines. Off costs about 25% throughput.",
                 width=24,
@@ -349,9 +379,9 @@ def _server_row(builder: dashboard.Dashboard, settings: Settings) -> dashboard.D
                 "Running and queued requests",
                 "short",
                 [
-                    Query("sum without (dp, tp, pp) (specserve_decode_running_requests)",
+                    Query(f"sum without (dp, tp, pp) ({DECODE_RUNNING_REQUESTS.name})",
                           "{{instance}} running"),
-                    Query("sum without (dp, tp, pp) (specserve_decode_queued_requests)",
+                    Query(f"sum without (dp, tp, pp) ({DECODE_QUEUED_REQUESTS.name})",
                           "{{instance}} queued"),
                 ],
                 "#running-req and #queue-req of the latest decode lines, DP ranks summed.",
@@ -361,7 +391,7 @@ def _server_row(builder: dashboard.Dashboard, settings: Settings) -> dashboard.D
             _series(
                 "KV cache token usage",
                 "percentunit",
-                [Query("max without (tp, pp) (specserve_decode_token_usage_ratio)",
+                [Query(f"max without (tp, pp) ({DECODE_TOKEN_USAGE.name})",
                        "{{instance}} dp{{dp}}")],
                 f"token usage of the latest decode lines; the alert fires above {full:g}.",
                 thresholds=_thresholds((None, "green"), (full, "red")),
@@ -386,7 +416,7 @@ def _exporter_row(builder: dashboard.Dashboard, settings: Settings) -> dashboard
         .with_panel(
             _state(
                 "Log source",
-                [Query("min without (dp, tp, pp) (specserve_source_up)",
+                [Query(f"min without (dp, tp, pp) ({SOURCE_UP.name})",
                        "{{instance}} {{source}}")],
                 "Whether the exporter can read the SGLang log.",
                 width=8,
@@ -397,7 +427,7 @@ def _exporter_row(builder: dashboard.Dashboard, settings: Settings) -> dashboard
                 "Time since the last decode line",
                 "s",
                 [Query("time() - max without (dp, tp, pp) "
-                       "(specserve_decode_last_line_timestamp_seconds)", "{{instance}}")],
+                       f"({DECODE_LAST_LINE_TIMESTAMP.name})", "{{instance}}")],
                 "Grows while idle (no lines are printed then); grows while requests run only "
                 "when the server or the log pipeline is stuck.",
                 width=8,
@@ -408,13 +438,13 @@ def _exporter_row(builder: dashboard.Dashboard, settings: Settings) -> dashboard
                 "Log lines",
                 "cps",
                 [
-                    Query("sum without (dp, tp, pp) (rate(specserve_log_lines_read_total"
+                    Query(f"sum without (dp, tp, pp) (rate({LOG_LINES_READ.total}"
                           "[$__rate_interval]))", "{{instance}} read"),
-                    Query("sum without (dp, tp, pp) (rate(specserve_log_lines_parsed_total"
+                    Query(f"sum without (dp, tp, pp) (rate({LOG_LINES_PARSED.total}"
                           "[$__rate_interval]))", "{{instance}} parsed {{kind}}"),
-                    Query("sum without (dp, tp, pp) (rate(specserve_log_lines_ignored_total"
+                    Query(f"sum without (dp, tp, pp) (rate({LOG_LINES_IGNORED.total}"
                           "[$__rate_interval]))", "{{instance}} ignored (not stats)"),
-                    Query("sum without (dp, tp, pp) (rate(specserve_log_lines_rejected_total"
+                    Query(f"sum without (dp, tp, pp) (rate({LOG_LINES_REJECTED.total}"
                           "[$__rate_interval]))", "{{instance}} rejected {{reason}}"),
                 ],
                 "Lines per second the exporter read, parsed, ignored and rejected.",
@@ -449,9 +479,9 @@ def _latency_query(metric: str, quantile: str) -> Query:
 def _native_row(builder: dashboard.Dashboard, settings: Settings) -> dashboard.Dashboard:
     builder = builder.with_row(dashboard.Row("SGLang native metrics (--enable-metrics)"))
     for title, metric in (
-        ("Time to first token", "sglang:time_to_first_token_seconds"),
-        ("Inter-token latency", "sglang:inter_token_latency_seconds"),
-        ("End-to-end request latency", "sglang:e2e_request_latency_seconds"),
+        ("Time to first token", SGLANG_TIME_TO_FIRST_TOKEN),
+        ("Inter-token latency", SGLANG_INTER_TOKEN_LATENCY),
+        ("End-to-end request latency", SGLANG_E2E_REQUEST_LATENCY),
     ):
         builder = builder.with_panel(
             _series(
@@ -466,9 +496,9 @@ def _native_row(builder: dashboard.Dashboard, settings: Settings) -> dashboard.D
             "Running and queued requests (SGLang)",
             "short",
             [
-                Query(_per_server("sglang:num_running_reqs"),
+                Query(_per_server(SGLANG_RUNNING_REQUESTS),
                       "{{instance}} running"),
-                Query(_per_server("sglang:num_queue_reqs"),
+                Query(_per_server(SGLANG_QUEUED_REQUESTS),
                       "{{instance}} queued"),
             ],
             "SGLang's scheduler gauges; refreshed every 30 s while idle.",
@@ -480,10 +510,10 @@ def _native_row(builder: dashboard.Dashboard, settings: Settings) -> dashboard.D
 def _gpu_row(builder: dashboard.Dashboard, settings: Settings) -> dashboard.Dashboard:
     builder = builder.with_row(dashboard.Row("GPUs (DCGM exporter)"))
     for title, metric, unit in (
-        ("GPU utilisation", "DCGM_FI_DEV_GPU_UTIL", "percent"),
-        ("GPU memory used", "DCGM_FI_DEV_FB_USED", "mbytes"),
-        ("GPU power", "DCGM_FI_DEV_POWER_USAGE", "watt"),
-        ("GPU temperature", "DCGM_FI_DEV_GPU_TEMP", "celsius"),
+        ("GPU utilisation", DCGM_GPU_UTIL, "percent"),
+        ("GPU memory used", DCGM_FB_USED, "mbytes"),
+        ("GPU power", DCGM_POWER_USAGE, "watt"),
+        ("GPU temperature", DCGM_GPU_TEMP, "celsius"),
     ):
         builder = builder.with_panel(
             _series(

@@ -13,16 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from specserve.monitoring.expansion import alert_annotations, alert_value_expr, compare_text
 from specserve.monitoring.overrides import resolve_settings
-from specserve.monitoring.rules import (
-    ALERTS,
-    DEFAULT_RUNBOOK_BASE_URL,
-    Alert,
-    alert_annotations,
-    alert_labels,
-    alert_value_expr,
-    compare_text,
-)
+from specserve.monitoring.rules import ALERTS, DEFAULT_RUNBOOK_BASE_URL, Alert
 
 DATASOURCE_UID_ENV = "SPECSERVE_PROMETHEUS_DATASOURCE_UID"
 DATASOURCE_UID_REF = "${" + DATASOURCE_UID_ENV + "}"
@@ -105,7 +98,7 @@ def grafana_rule(
         "execErrState": "Error",
         "for": for_,
         "annotations": {key: grafana_template(value) for key, value in annotations.items()},
-        "labels": alert_labels(alert),
+        "labels": alert.labels,
         "isPaused": False,
     }
 

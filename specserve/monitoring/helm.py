@@ -16,22 +16,22 @@ import dataclasses
 import re
 from typing import Any
 
+from specserve.monitoring.expansion import (
+    alert_annotations,
+    alert_expr,
+    families_in,
+    recording_expr,
+)
 from specserve.monitoring.overrides import DURATION_RE
+from specserve.monitoring.prometheus import ALERT_GROUP, RECORDING_GROUP
 from specserve.monitoring.rules import (
-    ALERT_GROUP,
     ALERTS,
     DEFAULT_RUNBOOK_BASE_URL,
-    RECORDING_GROUP,
     RECORDING_RULES,
     RECORDING_WINDOW,
     WINDOW,
     Alert,
     RecordingRule,
-    alert_annotations,
-    alert_expr,
-    alert_labels,
-    families_in,
-    recording_expr,
 )
 from specserve.monitoring.yamlio import dump_yaml
 
@@ -146,7 +146,7 @@ def helm_template() -> str:
         out.append(_block("expr", _helm_alert_expr(alert), 6))
         out.append(f"      for: {{{{ {values}.for }}}}\n")
         out.append("      labels:\n")
-        for key, value in alert_labels(alert).items():
+        for key, value in alert.labels.items():
             out.append(f"        {key}: {value}\n")
         out.append("      annotations:\n")
         out.append(_block("summary", _helm_text(alert, "summary"), 8))

@@ -15,14 +15,13 @@ from typing import Any
 
 import yaml
 
+from specserve.monitoring.expansion import AlertSettings, default_settings
 from specserve.monitoring.rules import (
     ALERTS,
     ALERTS_BY_NAME,
     DEFAULT_RUNBOOK_BASE_URL,
     Alert,
-    AlertSettings,
     Threshold,
-    default_settings,
 )
 
 # Prometheus' duration syntax (model.ParseDuration): units largest first, each at most once.

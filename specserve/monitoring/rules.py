@@ -1,9 +1,10 @@
-"""The one source of every specserve alert and recording rule.
+"""The catalogue of every specserve alert and recording rule: what each one is.
 
 Each alert is a *value query* (PromQL measuring one quantity, already gated so it is empty while
-the server is idle), a comparison and a threshold. Prometheus gets `(value) < threshold`;
-Grafana-managed alerting gets the same value query followed by reduce and threshold expressions;
-the Helm chart gets the same text with thresholds taken from values. Nothing is written twice.
+the server is idle), a comparison, a threshold, a severity, its switches (`for`, rate window,
+named thresholds) and its runbook. Nothing here renders: `expansion` turns the placeholders into
+concrete PromQL, `prometheus` writes the rule file, `grafana_alerting`, `dashboard` and `helm`
+render the same entries for their consumers. Nothing is written twice.
 
 Placeholders in expressions and annotation templates:
 - `[[name]]` is the alert's threshold `name` (number, regex, label list or metric name);
@@ -17,30 +18,44 @@ Placeholders in expressions and annotation templates:
 Windows: every alert built on a rate has its own `window` (overridable like `for`). Recording
 rules exist once per (family, window) that an enabled alert needs, plus always at
 RECORDING_WINDOW, so `...:mean5m` and friends can be relied on by other dashboards.
+
+Metric names come from the exporter's own table (`specserve_exporter.names`) and, for metrics
+other exporters serve, from `specserve.monitoring.metrics`.
 """
 
 from __future__ import annotations
 
-import math
 import re
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
+
+from specserve.monitoring.metrics import SGLANG_RUNNING_REQUESTS
+from specserve_exporter.names import (
+    BASELINE_GEN_THROUGHPUT,
+    DECODE_ACCEPT_LENGTH,
+    DECODE_GEN_THROUGHPUT,
+    DECODE_GRAPH_ENABLED,
+    DECODE_LAST_LINE_TIMESTAMP,
+    DECODE_QUEUED_REQUESTS,
+    DECODE_TOKEN_USAGE,
+    LOG_FILE_GAPS,
+    LOG_LINES_PARSED,
+    LOG_LINES_REJECTED,
+    PREFIX,
+    SOURCE_UP,
+)
 
 ThresholdKind = Literal["number", "regex", "labels", "metric"]
 Severity = Literal["critical", "warning"]
 Comparison = Literal["<", ">"]
 
-RECORDING_GROUP = "specserve.recording"
-ALERT_GROUP = "specserve.alerts"
 SERVICE_LABEL = "specserve"
 # The window every recording rule family is always recorded at (docs/alerts.md).
 RECORDING_WINDOW = "5m"
+# The placeholder name of the rate window; reserved, never a threshold name.
 WINDOW = "window"
 # The lead sets the real repository URL; Ansible and Helm pass their own with runbook_base_url.
 DEFAULT_RUNBOOK_BASE_URL = "https://github.com/specserve/specserve/blob/main/docs/runbooks"
-
-_PLACEHOLDER = re.compile(r"\[\[(rule:)?([A-Za-z_:][A-Za-z0-9_:]*)\]\]")
 
 
 @dataclass(frozen=True)
@@ -87,6 +102,13 @@ class Alert:
     def runbook_slug(self) -> str:
         return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "-", self.name).lower()
 
+    @property
+    def labels(self) -> dict[str, str]:
+        return {"severity": self.severity, "service": SERVICE_LABEL}
+
+    def runbook_url(self, base_url: str) -> str:
+        return f"{base_url.rstrip('/')}/{self.runbook_slug}.md"
+
     def threshold(self, name: str) -> Threshold:
         for item in self.thresholds:
             if item.name == name:
@@ -99,21 +121,21 @@ class Alert:
 # namespace/pod/service) survives and series of one target match one-to-one.
 
 # Family names: the record name is the family followed by the window (`...:mean5m`).
-ACCEPT_LENGTH_MEAN = "instance:specserve_decode_accept_length:mean"
-THROUGHPUT_MEAN = "instance_concurrency:specserve_decode_gen_throughput_tokens_per_second:mean"
-SPEEDUP_RATIO = "instance_concurrency:specserve_decode_gen_throughput_over_baseline:ratio"
-DECODE_LINE_RATE = "instance:specserve_log_lines_parsed_decode:rate"
-REJECTED_RATIO = "instance:specserve_log_lines_rejected:ratio_rate"
+ACCEPT_LENGTH_MEAN = f"instance:{DECODE_ACCEPT_LENGTH.name}:mean"
+THROUGHPUT_MEAN = f"instance_concurrency:{DECODE_GEN_THROUGHPUT.name}:mean"
+SPEEDUP_RATIO = f"instance_concurrency:{PREFIX}decode_gen_throughput_over_baseline:ratio"
+DECODE_LINE_RATE = f"instance:{LOG_LINES_PARSED.name}_decode:rate"
+REJECTED_RATIO = f"instance:{LOG_LINES_REJECTED.name}:ratio_rate"
 
 RECORDING_RULES: tuple[RecordingRule, ...] = (
     RecordingRule(
         family=ACCEPT_LENGTH_MEAN,
         # `> 0` on the denominator: no decode line in the window gives no series, not NaN.
         expr=(
-            "sum without (dp, tp, pp) (rate(specserve_decode_accept_length_sum[[[window]]]))\n"
+            f"sum without (dp, tp, pp) (rate({DECODE_ACCEPT_LENGTH.sum}[[[window]]]))\n"
             "/\n"
             "(sum without (dp, tp, pp) "
-            "(rate(specserve_decode_accept_length_count[[[window]]])) > 0)"
+            f"(rate({DECODE_ACCEPT_LENGTH.count}[[[window]]])) > 0)"
         ),
         help="Mean accept length of the decode windows logged in the rate window, over all "
         "printing ranks; absent while no speculative decode line was logged.",
@@ -124,10 +146,10 @@ RECORDING_RULES: tuple[RecordingRule, ...] = (
         expr=(
             "sum without (dp) (\n"
             "  sum without (tp, pp) "
-            "(rate(specserve_decode_gen_throughput_tokens_per_second_sum[[[window]]]))\n"
+            f"(rate({DECODE_GEN_THROUGHPUT.sum}[[[window]]]))\n"
             "  /\n"
             "  (sum without (tp, pp) "
-            "(rate(specserve_decode_gen_throughput_tokens_per_second_count[[[window]]])) > 0)\n"
+            f"(rate({DECODE_GEN_THROUGHPUT.count}[[[window]]])) > 0)\n"
             ")"
         ),
         help="Mean decode throughput (tokens/s, whole server: DP ranks summed) of the windows "
@@ -139,7 +161,7 @@ RECORDING_RULES: tuple[RecordingRule, ...] = (
             f"[[rule:{THROUGHPUT_MEAN}]]\n"
             "/ on (job, instance, concurrency)\n"
             "max by (job, instance, concurrency) "
-            "(specserve_baseline_gen_throughput_tokens_per_second > 0)"
+            f"({BASELINE_GEN_THROUGHPUT.name} > 0)"
         ),
         help="Speculative decode throughput divided by the non-speculative baseline measured at "
         "the same concurrency bucket; only buckets that have a baseline and recent decode lines.",
@@ -148,7 +170,7 @@ RECORDING_RULES: tuple[RecordingRule, ...] = (
         family=DECODE_LINE_RATE,
         expr=(
             "sum without (kind, dp, tp, pp) "
-            '(rate(specserve_log_lines_parsed_total{kind="decode"}[[[window]]]))'
+            f'(rate({LOG_LINES_PARSED.total}{{kind="decode"}}[[[window]]]))'
         ),
         help="Decode stats lines parsed per second over the rate window: above zero means the "
         "server is decoding.",
@@ -159,17 +181,17 @@ RECORDING_RULES: tuple[RecordingRule, ...] = (
         # and that is exactly the case the ratio must show as 1.
         expr=(
             "sum without (reason, dp, tp, pp) "
-            "(rate(specserve_log_lines_rejected_total[[[window]]]))\n"
+            f"(rate({LOG_LINES_REJECTED.total}[[[window]]]))\n"
             "/\n"
             "(\n"
             "  sum without (reason, dp, tp, pp) "
-            "(rate(specserve_log_lines_rejected_total[[[window]]]))\n"
+            f"(rate({LOG_LINES_REJECTED.total}[[[window]]]))\n"
             "  + (\n"
             "    sum without (kind, dp, tp, pp) "
-            "(rate(specserve_log_lines_parsed_total[[[window]]]))\n"
+            f"(rate({LOG_LINES_PARSED.total}[[[window]]]))\n"
             "    or\n"
             "    sum without (reason, dp, tp, pp) "
-            "(rate(specserve_log_lines_rejected_total[[[window]]])) * 0\n"
+            f"(rate({LOG_LINES_REJECTED.total}[[[window]]])) * 0\n"
             "  )\n"
             "  > 0\n"
             ")"
@@ -267,7 +289,7 @@ ALERTS: tuple[Alert, ...] = (
         for_="5m",
         window="5m",
         value_expr=(
-            "min without (dp, tp, pp, graph) (specserve_decode_graph_enabled)\n"
+            f"min without (dp, tp, pp, graph) ({DECODE_GRAPH_ENABLED.name})\n"
             f"{_WHILE_DECODING}"
         ),
         comparison="<",
@@ -287,7 +309,7 @@ ALERTS: tuple[Alert, ...] = (
         for_="2m",
         value_expr=(
             "(time() - max without (dp, tp, pp) "
-            "(specserve_decode_last_line_timestamp_seconds))\n"
+            f"({DECODE_LAST_LINE_TIMESTAMP.name}))\n"
             "and on ([[match_on]])\n"
             "(sum by ([[match_on]]) ([[running_metric]]) > 0)"
         ),
@@ -309,7 +331,7 @@ ALERTS: tuple[Alert, ...] = (
                 minimum=1.0,
             ),
             Threshold(
-                "running_metric", "sglang:num_running_reqs", "metric",
+                "running_metric", SGLANG_RUNNING_REQUESTS, "metric",
                 "Metric that counts running requests independently of the log; SGLang "
                 "refreshes it every 30 s while idle.",
             ),
@@ -324,7 +346,7 @@ ALERTS: tuple[Alert, ...] = (
         name="SpecServeLogSourceDown",
         severity="warning",
         for_="2m",
-        value_expr="min without (dp, tp, pp) (specserve_source_up)",
+        value_expr=f"min without (dp, tp, pp) ({SOURCE_UP.name})",
         comparison="<",
         compare_to=1.0,
         summary="The exporter cannot read the SGLang log",
@@ -332,7 +354,7 @@ ALERTS: tuple[Alert, ...] = (
             "Log source {{ $labels.source }} of the exporter on {{ $labels.instance }} is "
             "down: no decode metrics are produced, so every other specserve alert is blind."
         ),
-        meaning="`specserve_source_up` is 0: the log file or container stream the exporter "
+        meaning=f"`{SOURCE_UP.name}` is 0: the log file or container stream the exporter "
         "reads is missing or unreadable.",
     ),
     Alert(
@@ -386,7 +408,7 @@ ALERTS: tuple[Alert, ...] = (
         for_="1m",
         # A fixed range, not a window: windows belong to the recording-rule families. 15m keeps
         # the alert up long enough after the one counter step to be seen and routed.
-        value_expr="sum without (dp, tp, pp) (increase(specserve_log_file_gaps_total[15m]))",
+        value_expr=f"sum without (dp, tp, pp) (increase({LOG_FILE_GAPS.total}[15m]))",
         comparison=">",
         compare_to=0.0,
         summary="The SGLang log file missed output",
@@ -404,7 +426,7 @@ ALERTS: tuple[Alert, ...] = (
         for_="10m",
         window="5m",
         value_expr=(
-            "sum without (dp) (max without (tp, pp) (specserve_decode_queued_requests))\n"
+            f"sum without (dp) (max without (tp, pp) ({DECODE_QUEUED_REQUESTS.name}))\n"
             f"{_WHILE_DECODING}"
         ),
         comparison=">",
@@ -430,7 +452,7 @@ ALERTS: tuple[Alert, ...] = (
         for_="10m",
         window="5m",
         value_expr=(
-            "max without (dp, tp, pp) (specserve_decode_token_usage_ratio)\n"
+            f"max without (dp, tp, pp) ({DECODE_TOKEN_USAGE.name})\n"
             f"{_WHILE_DECODING}"
         ),
         comparison=">",
@@ -457,229 +479,3 @@ ALERTS_BY_NAME: dict[str, Alert] = {alert.name: alert for alert in ALERTS}
 RECORDING_RULES_BY_FAMILY: dict[str, RecordingRule] = {
     rule.family: rule for rule in RECORDING_RULES
 }
-
-
-# --- rendering ------------------------------------------------------------------------------
-
-
-def format_number(value: float) -> str:
-    """Shortest text PromQL and Go templates both print for `value` (1.0 -> '1', 1.05 -> '1.05')."""
-    if not math.isfinite(value):
-        raise ValueError(f"threshold must be a finite number, got {value!r}")
-    if value == int(value) and abs(value) < 1e15:
-        return str(int(value))
-    return repr(float(value))
-
-
-def format_threshold(value: float | str) -> str:
-    if isinstance(value, str):
-        return value
-    return format_number(value)
-
-
-def expand(
-    text: str,
-    *,
-    threshold: Callable[[str], str],
-    rule: Callable[[str], str],
-) -> str:
-    """Replace `[[name]]` with `threshold(name)` and `[[rule:family]]` with `rule(family)`."""
-
-    def replace(match: re.Match[str]) -> str:
-        if match.group(1):
-            return rule(match.group(2))
-        return threshold(match.group(2))
-
-    return _PLACEHOLDER.sub(replace, text)
-
-
-def _family(name: str) -> RecordingRule:
-    if name not in RECORDING_RULES_BY_FAMILY:
-        raise KeyError(f"unknown recording rule family [[rule:{name}]]")
-    return RECORDING_RULES_BY_FAMILY[name]
-
-
-def families_in(text: str) -> list[str]:
-    """Recording rule families `text` refers to, directly or through other families."""
-    found: list[str] = []
-    for match in _PLACEHOLDER.finditer(text):
-        if match.group(1) and match.group(2) not in found:
-            found.append(match.group(2))
-            found.extend(f for f in families_in(_family(match.group(2)).expr) if f not in found)
-    return found
-
-
-def window_only(window: str) -> Callable[[str], str]:
-    """The threshold callback of a recording rule: it knows its window and nothing else."""
-
-    def threshold(name: str) -> str:
-        if name != WINDOW:
-            raise KeyError(f"recording rules take no thresholds, found [[{name}]]")
-        return window
-
-    return threshold
-
-
-def rule_names(window: str) -> Callable[[str], str]:
-    """Recording rule families as Prometheus rule files refer to them: by name, at `window`."""
-    return lambda name: _family(name).record(window)
-
-
-def inline_rules(window: str) -> Callable[[str], str]:
-    """Recording rule families as their expressions at `window`, parenthesised, nested inlined."""
-
-    def inline(name: str) -> str:
-        body = expand(_family(name).expr, threshold=window_only(window), rule=inline)
-        indented = "\n".join(f"  {line}" for line in body.splitlines())
-        return f"(\n{indented}\n)"
-
-    return inline
-
-
-def inline_rule(name: str, window: str) -> str:
-    return inline_rules(window)(name)
-
-
-def recording_expr(rule: RecordingRule, window: str, *, inline: bool = False) -> str:
-    refer = inline_rules(window) if inline else rule_names(window)
-    return expand(rule.expr, threshold=window_only(window), rule=refer)
-
-
-def _check_definitions() -> None:
-    # Caught at import, so a rule edited without a window (or with a stray one) never renders.
-    for alert in ALERTS:
-        uses_rate = bool(families_in(alert.value_expr))
-        if uses_rate != (alert.window is not None):
-            raise ValueError(f"{alert.name}: window must be set exactly when it uses a rate")
-        if any(item.name == WINDOW for item in alert.thresholds):
-            raise ValueError(f"{alert.name}: {WINDOW!r} is reserved, not a threshold name")
-
-
-_check_definitions()
-
-
-@dataclass(frozen=True)
-class AlertSettings:
-    """One alert's effective settings after overrides."""
-
-    enabled: bool
-    for_: str
-    thresholds: Mapping[str, float | str]
-    window: str | None = None
-
-    def threshold_text(self, name: str) -> str:
-        if name == WINDOW and self.window is not None:
-            return self.window
-        if name not in self.thresholds:
-            raise KeyError(f"template names unknown threshold [[{name}]]")
-        return format_threshold(self.thresholds[name])
-
-
-def default_settings(alert: Alert) -> AlertSettings:
-    return AlertSettings(
-        enabled=True,
-        for_=alert.for_,
-        thresholds={item.name: item.default for item in alert.thresholds},
-        window=alert.window,
-    )
-
-
-def compare_text(alert: Alert, threshold: Callable[[str], str]) -> str:
-    if isinstance(alert.compare_to, str):
-        return threshold(alert.compare_to)
-    return format_number(alert.compare_to)
-
-
-def _windowed(threshold: Callable[[str], str], *, inline: bool) -> Callable[[str], str]:
-    # Lazy: alerts without a rate never ask for their (absent) window.
-    def refer(name: str) -> str:
-        window = threshold(WINDOW)
-        return inline_rules(window)(name) if inline else rule_names(window)(name)
-
-    return refer
-
-
-def alert_value_expr(
-    alert: Alert, threshold: Callable[[str], str], *, inline: bool = False
-) -> str:
-    return expand(alert.value_expr, threshold=threshold, rule=_windowed(threshold, inline=inline))
-
-
-def alert_expr(alert: Alert, threshold: Callable[[str], str], *, inline: bool = False) -> str:
-    """`(value query) <op> <threshold>`: the parentheses keep `and`/`or` inside the value."""
-    value = alert_value_expr(alert, threshold, inline=inline)
-    limit = compare_text(alert, threshold)
-    if "\n" not in value and " and " not in value and " or " not in value:
-        return f"{value} {alert.comparison} {limit}"
-    body = "\n".join(f"  {line}" for line in value.splitlines())
-    return f"(\n{body}\n)\n{alert.comparison} {limit}"
-
-
-def alert_labels(alert: Alert) -> dict[str, str]:
-    return {"severity": alert.severity, "service": SERVICE_LABEL}
-
-
-def runbook_url(alert: Alert, base_url: str) -> str:
-    return f"{base_url.rstrip('/')}/{alert.runbook_slug}.md"
-
-
-def alert_annotations(
-    alert: Alert, threshold: Callable[[str], str], base_url: str
-) -> dict[str, str]:
-    refer = _windowed(threshold, inline=False)
-    return {
-        "summary": expand(alert.summary, threshold=threshold, rule=refer),
-        "description": expand(alert.description, threshold=threshold, rule=refer),
-        "runbook_url": runbook_url(alert, base_url),
-    }
-
-
-def recording_windows(settings: Mapping[str, AlertSettings]) -> dict[str, list[str]]:
-    """Family -> the windows it is recorded at: RECORDING_WINDOW plus every enabled alert's
-    window where that alert needs the family. Sorted as text, as Helm's `sortAlpha` sorts."""
-    windows = {rule.family: {RECORDING_WINDOW} for rule in RECORDING_RULES}
-    for alert in ALERTS:
-        effective = settings[alert.name]
-        if effective.enabled and effective.window is not None:
-            for family in families_in(alert.value_expr):
-                windows[family].add(effective.window)
-    return {family: sorted(found) for family, found in windows.items()}
-
-
-def render_rules(
-    overrides: Mapping[str, Any] | None = None,
-    runbook_base_url: str = DEFAULT_RUNBOOK_BASE_URL,
-) -> dict[str, Any]:
-    """The Prometheus rule file (as a dict) with `overrides` applied.
-
-    `overrides` maps alert names to `{"enabled": bool, "for": "5m", "window": "2m",
-    "thresholds": {...}}`; it is validated first and every problem is reported at once
-    (OverridesError).
-    """
-    from specserve.monitoring.overrides import resolve_settings
-
-    settings = resolve_settings(overrides or {})
-    windows = recording_windows(settings)
-    records = [
-        {"record": rule.record(window), "expr": recording_expr(rule, window)}
-        for rule in RECORDING_RULES
-        for window in windows[rule.family]
-    ]
-    alerts: list[dict[str, Any]] = []
-    for alert in ALERTS:
-        effective = settings[alert.name]
-        if not effective.enabled:
-            continue
-        alerts.append(
-            {
-                "alert": alert.name,
-                "expr": alert_expr(alert, effective.threshold_text),
-                "for": effective.for_,
-                "labels": alert_labels(alert),
-                "annotations": alert_annotations(alert, effective.threshold_text, runbook_base_url),
-            }
-        )
-    groups: list[dict[str, Any]] = [{"name": RECORDING_GROUP, "rules": records}]
-    if alerts:
-        groups.append({"name": ALERT_GROUP, "rules": alerts})
-    return {"groups": groups}

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from specserve.monitoring.dashboard import iter_panels
-from specserve.monitoring.expressions import executable
 from tests.e2e.prom import Prometheus
 from tests.e2e.webhook import Delivered
+from tests.monitoring.expressions import executable
 
 PANELS: tuple[str, ...] = (
     "Decode throughput vs baseline per concurrency bucket",

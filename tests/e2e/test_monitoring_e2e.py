@@ -26,7 +26,6 @@ from pathlib import Path
 import pytest
 
 from specserve.monitoring.dashboard import build_dashboard
-from specserve.monitoring.expressions import all_promql_expressions
 from specserve.monitoring.overrides import resolve_settings
 from specserve.monitoring.rules import ACCEPT_LENGTH_MEAN, SPEEDUP_RATIO
 from tests.e2e.dashboard_image import Phase, render_dashboard_image
@@ -34,6 +33,7 @@ from tests.e2e.load import LoadGenerator
 from tests.e2e.processes import wait_until
 from tests.e2e.stack import EXPORTER_JOB, ROOT, WINDOW, Stack, alert_overrides, running_stack
 from tests.e2e.webhook import Delivered
+from tests.monitoring.expressions import all_promql_expressions
 
 pytestmark = pytest.mark.slow
 

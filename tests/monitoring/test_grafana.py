@@ -21,13 +21,15 @@ from specserve.monitoring.dashboard import (
     dashboard_json,
     iter_panels,
 )
-from specserve.monitoring.expressions import all_promql_expressions
+from specserve.monitoring.expansion import default_settings
 from specserve.monitoring.grafana_alerting import DATASOURCE_UID_REF, grafana_alert_rules
 from specserve.monitoring.overrides import is_duration
-from specserve.monitoring.rules import ALERTS, default_settings, render_rules
+from specserve.monitoring.prometheus import render_rules
+from specserve.monitoring.rules import ALERTS
 from specserve.monitoring.yamlio import dump_yaml
 
 from .conftest import MONITORING, run
+from .expressions import all_promql_expressions
 
 GRAFANA = MONITORING / "grafana"
 DASHBOARD = GRAFANA / "dashboards" / "specserve.json"

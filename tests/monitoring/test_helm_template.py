@@ -16,15 +16,12 @@ import pytest
 import yaml
 
 from specserve.monitoring.helm import helm_template, helm_values, helm_values_text
-from specserve.monitoring.rule_tests import (
-    WINDOW_OVERRIDE_DIR,
-    WINDOW_OVERRIDE_RULE_FILE,
-    WINDOW_OVERRIDES,
-)
-from specserve.monitoring.rules import ALERTS, render_rules
+from specserve.monitoring.prometheus import render_rules
+from specserve.monitoring.rules import ALERTS
 from specserve.monitoring.yamlio import dump_yaml
 
 from .conftest import MONITORING, run, run_helm
+from .promtool_cases import WINDOW_OVERRIDE_DIR, WINDOW_OVERRIDE_RULE_FILE, WINDOW_OVERRIDES
 
 WINDOW_TESTS = MONITORING / "prometheus" / "tests" / WINDOW_OVERRIDE_DIR
 

@@ -10,7 +10,7 @@ import yaml
 
 from specserve.cli import main
 from specserve.monitoring.overrides import OverridesError, load_overrides_file, validate_overrides
-from specserve.monitoring.rules import render_rules
+from specserve.monitoring.prometheus import render_rules
 
 from .conftest import run
 

@@ -8,23 +8,19 @@ from pathlib import Path
 import pytest
 import yaml
 
-from specserve.monitoring.rule_tests import (
+from specserve.monitoring.expansion import families_in
+from specserve.monitoring.prometheus import render_rules
+from specserve.monitoring.rules import ALERTS, RECORDING_RULES, RECORDING_WINDOW
+from specserve.monitoring.yamlio import dump_yaml
+
+from .conftest import MONITORING, run
+from .promtool_cases import (
     CASES,
     RECORDING_CASES,
     WINDOW_OVERRIDE_DIR,
     WINDOW_OVERRIDE_RULE_FILE,
     promtool_test_files,
 )
-from specserve.monitoring.rules import (
-    ALERTS,
-    RECORDING_RULES,
-    RECORDING_WINDOW,
-    families_in,
-    render_rules,
-)
-from specserve.monitoring.yamlio import dump_yaml
-
-from .conftest import MONITORING, run
 
 RULES = MONITORING / "prometheus" / "specserve-rules.yml"
 TESTS = MONITORING / "prometheus" / "tests"

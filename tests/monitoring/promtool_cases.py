@@ -1,5 +1,9 @@
 """promtool unit tests for every alert and recording rule, written as scenarios.
 
+Test code, not shipped in the package: `specserve generate` lays these scenarios out as the
+committed files under monitoring/prometheus/tests/ (it reads this file from the checkout), and
+tests/monitoring runs promtool on them.
+
 Each scenario is hand-written input (counters and gauges as the exporter would expose them) and
 hand-computed expectations: which alert fires, when, with which labels and which rendered value.
 promtool is the oracle; this module only lays the scenarios out as promtool's YAML, and renders
@@ -15,7 +19,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from specserve.monitoring.expansion import (
+    AlertSettings,
+    alert_annotations,
+    alert_value_expr,
+    compare_text,
+    default_settings,
+)
 from specserve.monitoring.overrides import resolve_settings
+from specserve.monitoring.prometheus import render_rules
 from specserve.monitoring.rules import (
     ACCEPT_LENGTH_MEAN,
     ALERTS_BY_NAME,
@@ -26,13 +38,6 @@ from specserve.monitoring.rules import (
     SPEEDUP_RATIO,
     THROUGHPUT_MEAN,
     Alert,
-    AlertSettings,
-    alert_annotations,
-    alert_labels,
-    alert_value_expr,
-    compare_text,
-    default_settings,
-    render_rules,
 )
 
 RULE_FILE = "../specserve-rules.yml"
@@ -128,7 +133,7 @@ def _alert_test(check: Check, overrides: Mapping[str, Any] | None = None) -> dic
         "alertname": check.alert,
         "exp_alerts": [
             {
-                "exp_labels": {**firing.labels, **alert_labels(alert)},
+                "exp_labels": {**firing.labels, **alert.labels},
                 "exp_annotations": _render_annotations(alert, firing, settings),
             }
             for firing in check.firing
