@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specserve.buckets import BUCKET_LABELS, validate_bucket_label
+from specserve.logpath import LOG_FILE
 
 from .state import SpeculationConfig
 
@@ -66,8 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--source", choices=SOURCES, default=_env("source", "file"),
                      help="file: follow a log file like tail -F; docker: a container's logs via "
                           "the Docker Engine API; kubernetes: a pod's logs via the API; stdin")
-    src.add_argument("--file", default=_env("file"),
-                     help="log file to follow (--source file)")
+    src.add_argument("--file", default=_env("file", LOG_FILE),
+                     help="log file to follow (--source file); the default is where the shipped "
+                          "profiles and every deploy path put it (specserve/logpath.py)")
     src.add_argument("--from-beginning", action="store_true", default=_env_flag("from_beginning"),
                      help="read existing content first instead of starting at the end")
     src.add_argument("--poll-interval", type=float,

@@ -103,24 +103,24 @@ def _assert_exporter_least_privilege(dep: Deployment, server: dict) -> None:
     assert exporter is not None and exporter["State"]["Running"]
     mounts = {m["Destination"]: m for m in exporter["Mounts"]}
     assert not any("docker.sock" in m["Source"] + m["Destination"] for m in exporter["Mounts"])
-    assert set(mounts) == {"/var/log/sglang"}, mounts
-    assert mounts["/var/log/sglang"]["Source"] == str(dep.workdir / "log")
-    assert mounts["/var/log/sglang"]["RW"] is False
+    assert set(mounts) == {"/var/log/specserve/sglang"}, mounts
+    assert mounts["/var/log/specserve/sglang"]["Source"] == str(dep.workdir / "log")
+    assert mounts["/var/log/specserve/sglang"]["RW"] is False
     user = exporter["Config"]["User"]
     assert user == "10001:10001" and not user.startswith(("0", "root")), user
     assert exporter["HostConfig"]["GroupAdd"] == ["10001"]
     assert exporter["HostConfig"]["ReadonlyRootfs"] is True
     assert exporter["Config"]["Cmd"][:4] == [
-        "--source", "file", "--file", "/var/log/sglang/sglang.log"]
+        "--source", "file", "--file", "/var/log/specserve/sglang/sglang.log"]
     server_mounts = {m["Destination"]: m for m in server["Mounts"]}
-    assert server_mounts["/var/log/sglang"]["RW"] is True
+    assert server_mounts["/var/log/specserve/sglang"]["RW"] is True
     # On the host: 2750 (setgid, group 10001); the launcher's file is group-readable.
     log_dir = (dep.workdir / "log").stat()
     assert oct(log_dir.st_mode & 0o7777) == "0o2750" and log_dir.st_gid == 10001
     log_file = (dep.workdir / "log" / "sglang.log").stat()
     assert log_file.st_gid == 10001 and log_file.st_mode & 0o040
     # The exporter really reads it as that user: its own view of the file.
-    read = "id -u; head -c 1 /var/log/sglang/sglang.log >/dev/null && echo readable"
+    read = "id -u; head -c 1 /var/log/specserve/sglang/sglang.log >/dev/null && echo readable"
     proc = subprocess.run(["docker", "exec", f"{dep.prefix}-exporter", "sh", "-c", read],
                           capture_output=True, text=True, check=False)
     assert proc.stdout.split() == ["10001", "readable"], proc.stdout + proc.stderr

@@ -47,7 +47,7 @@ def test_speculation_off_removes_the_drafter_and_keeps_comments(tmp_path: Path) 
     profile = load_profile(_save(tmp_path, text))
     assert profile.speculative is None and profile.speculative_draft_tokens is None
     assert "# CPU only" in text and "tests stay on loopback" in text
-    assert profile.logging.file == "/var/log/sglang/sglang.log"
+    assert profile.logging.file == "/var/log/specserve/sglang/sglang.log"
 
 
 def test_point_and_baseline_edits_load_as_a_valid_profile(tmp_path: Path) -> None:

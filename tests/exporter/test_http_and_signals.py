@@ -135,13 +135,14 @@ def test_bad_flag_exits_2_naming_flag_and_fix(tmp_path: Path, case: str):
     assert result.stdout == ""
 
 
-@pytest.mark.parametrize(("source", "expected"), [
-    ("file", ["--file PATH"]),
-    ("docker", ["--docker-container NAME"]),
-    ("kubernetes", ["--k8s-pod NAME", "--k8s-selector"]),
+@pytest.mark.parametrize(("source", "extra", "expected"), [
+    # --file has a default (specserve.logpath.LOG_FILE): only an empty one is missing.
+    ("file", ["--file", ""], ["--file PATH"]),
+    ("docker", [], ["--docker-container NAME"]),
+    ("kubernetes", [], ["--k8s-pod NAME", "--k8s-selector"]),
 ])
-def test_source_without_its_target_exits_2(source: str, expected: list[str]):
-    result = run_cli("--listen-address", f"127.0.0.1:{free_port()}", "--source", source)
+def test_source_without_its_target_exits_2(source: str, extra: list[str], expected: list[str]):
+    result = run_cli("--listen-address", f"127.0.0.1:{free_port()}", "--source", source, *extra)
     assert result.returncode == 2
     assert f"--source {source} needs" in result.stderr
     for text in expected:

@@ -126,7 +126,7 @@ def test_chart_guardrails(tools: Path, args: list[str], message: str) -> None:
 
 def test_exporter_needs_the_log_file(tools: Path, tmp_path: Path) -> None:
     small = (CHART / "ci" / "small-model-values.yaml").read_text()
-    values = small.replace("file: /var/log/specserve/sglang.log", "file: null")
+    values = small.replace("file: /var/log/specserve/sglang/sglang.log", "file: null")
     result = template(tools, "--values", str(_profile_file(tmp_path, values)))
     assert result.returncode != 0
     assert "profile.logging.file is null. Fix: set profile.logging.file" in result.stderr

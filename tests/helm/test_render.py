@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from specserve.logpath import LOG_DIR, LOG_FILE
 from tests.helm import k8s_schemas
 from tests.helm.conftest import CHART, CI_VALUES, Rendered, helm
 
@@ -125,9 +126,9 @@ def test_shm_logs_secret_and_profile_volumes(rendered: dict[str, Rendered]) -> N
     mounts = {m["name"]: m["mountPath"] for m in _container(render, "sglang")["volumeMounts"]}
     # The profile says api_key: {file: /run/secrets/specserve/api-key}.
     assert mounts["api-key"] == "/run/secrets/specserve"
-    assert mounts["logs"] == "/var/log/specserve" and mounts["profile"] == "/etc/specserve"
+    assert mounts["logs"] == LOG_DIR and mounts["profile"] == "/etc/specserve"
     exporter = _container(render, "exporter")
-    assert exporter["args"][:4] == ["--source", "file", "--file", "/var/log/specserve/sglang.log"]
+    assert exporter["args"][:4] == ["--source", "file", "--file", LOG_FILE]
     sc = exporter["securityContext"]
     assert (
         sc["runAsNonRoot"]

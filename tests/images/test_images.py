@@ -16,6 +16,7 @@ import pytest
 import requests
 import yaml
 
+from specserve.logpath import LOG_DIR, LOG_FILE
 from tests.standin.helpers import FAST_ENV, free_port
 
 pytestmark = pytest.mark.docker
@@ -75,7 +76,7 @@ def stack(images: dict[str, str], tmp_path: Path) -> Iterator[dict[str, Any]]:
     port, metrics_port = free_port(), free_port()
     doc = yaml.safe_load((ROOT / "profiles/standin-cpu.yaml").read_text(encoding="utf-8"))
     doc["server"]["port"] = port
-    doc["logging"] = {"file": "/var/log/sglang/sglang.log", "decode_log_interval": 10}
+    doc["logging"] = {"file": LOG_FILE, "decode_log_interval": 10}
     doc["env"] = dict(FAST_ENV)
     profile = tmp_path / "test.yaml"
     profile.write_text(yaml.safe_dump(doc), encoding="utf-8")
@@ -85,17 +86,17 @@ def stack(images: dict[str, str], tmp_path: Path) -> Iterator[dict[str, Any]]:
         # Mounted next to the baked profile so its relative model paths still resolve.
         docker(
             "run", "-d", "--name", standin, "--network", "host",
-            "-v", f"{volume}:/var/log/sglang",
+            "-v", f"{volume}:{LOG_DIR}",
             "-v", f"{profile}:/usr/share/specserve/profiles/test.yaml:ro",
             "-e", "SPECSERVE_PROFILE=/usr/share/specserve/profiles/test.yaml",
             ref("standin"),
         )  # fmt: skip
         docker(
             "run", "-d", "--name", exporter, "--network", "host", "--read-only",
-            "-v", f"{volume}:/var/log/sglang:ro",
+            "-v", f"{volume}:{LOG_DIR}:ro",
             "-e", f"SPECSERVE_EXPORTER_HEALTHCHECK_URL=http://127.0.0.1:{metrics_port}/healthz",
             ref("exporter"),
-            "--source", "file", "--file", "/var/log/sglang/sglang.log", "--from-beginning",
+            "--source", "file", "--file", LOG_FILE, "--from-beginning",
             "--listen-address", f"127.0.0.1:{metrics_port}", "--draft-tokens", "4",
         )  # fmt: skip
         yield {

@@ -126,7 +126,7 @@ Every guardrail the schema cannot express, with the field, the problem and the f
 {{- end }}
 {{- end }}
 {{- if and .Values.exporter.enabled (not (include "specserve.logFile" .)) }}
-{{- fail "exporter.enabled follows the SGLang log file, but profile.logging.file is null. Fix: set profile.logging.file (e.g. /var/log/specserve/sglang.log), or exporter.enabled: false" }}
+{{- fail "exporter.enabled follows the SGLang log file, but profile.logging.file is null. Fix: set profile.logging.file (e.g. /var/log/specserve/sglang/sglang.log), or exporter.enabled: false" }}
 {{- end }}
 {{- if and (or (include "specserve.apiKeyFile" .) (include "specserve.apiKeyEnv" .)) (not .Values.apiKey.existingSecret) }}
 {{- fail "profile.server.api_key reads the API key from a secret, but apiKey.existingSecret is empty. Fix: kubectl create secret generic specserve-api-key --from-file=api-key=KEYFILE and set apiKey.existingSecret: specserve-api-key" }}
@@ -138,7 +138,7 @@ Every guardrail the schema cannot express, with the field, the problem and the f
 {{- end }}
 {{- with include "specserve.logFile" . }}
 {{- if or (eq (dir .) "/") (not (isAbs .)) }}
-{{- fail (printf "profile.logging.file %s: the log directory is a volume shared with the exporter and must be an absolute directory of its own, e.g. /var/log/specserve/sglang.log" .) }}
+{{- fail (printf "profile.logging.file %s: the log directory is a volume shared with the exporter and must be an absolute directory of its own, e.g. /var/log/specserve/sglang/sglang.log" .) }}
 {{- end }}
 {{- end }}
 {{- $mount := trimSuffix "/" .Values.model.mountPath }}
