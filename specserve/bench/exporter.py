@@ -1,89 +1,35 @@
 """What the specserve exporter saw during a benchmark level: scrape /metrics before and after.
 
-Accept length over a level = delta(_sum) / delta(_count) of `specserve_decode_accept_length`
-(all rank label sets together); gen throughput per concurrency bucket likewise from
-`specserve_decode_gen_throughput_tokens_per_second`. Both histograms count decode-log windows,
-so these are window means, the same numbers the dashboard and the baseline alert use.
+The window itself (accept length and throughput per concurrency bucket as delta(_sum) /
+delta(_count) over every rank) is specserve.verify.window's, the verification gate's own.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
-from prometheus_client.parser import text_string_to_metric_families
 
-ACCEPT = "specserve_decode_accept_length"
-THROUGHPUT = "specserve_decode_gen_throughput_tokens_per_second"
-PARSED = "specserve_log_lines_parsed"
+from specserve.verify.window import Snapshot, parse_snapshot, window
+
+__all__ = ["ExporterError", "ExporterScraper", "Snapshot", "parse_snapshot", "window_means"]
 
 
 class ExporterError(RuntimeError):
     """The exporter cannot be scraped or is not a specserve exporter."""
 
 
-@dataclass(frozen=True)
-class Snapshot:
-    decode_lines: float
-    accept_sum: float
-    accept_count: float
-    # concurrency bucket -> (sum, count)
-    throughput: dict[str, tuple[float, float]] = field(default_factory=dict)
-
-
-def parse_snapshot(text: str) -> Snapshot:
-    """Sum the histograms over rank labels; ValueError when the families are missing."""
-    decode = accept_sum = accept_count = 0.0
-    throughput: dict[str, list[float]] = {}
-    names: set[str] = set()
-    for family in text_string_to_metric_families(text):
-        names.add(family.name)
-        for sample in family.samples:
-            if family.name == PARSED and sample.labels.get("kind") == "decode":
-                decode += sample.value
-            elif family.name == ACCEPT:
-                if sample.name == ACCEPT + "_sum":
-                    accept_sum += sample.value
-                elif sample.name == ACCEPT + "_count":
-                    accept_count += sample.value
-            elif family.name == THROUGHPUT and sample.name in (
-                THROUGHPUT + "_sum",
-                THROUGHPUT + "_count",
-            ):
-                slot = throughput.setdefault(sample.labels.get("concurrency", ""), [0.0, 0.0])
-                slot[0 if sample.name.endswith("_sum") else 1] += sample.value
-    if PARSED not in names:
-        raise ValueError(
-            f"no {PARSED}_total metric: this is not a specserve-exporter /metrics page"
-        )
-    return Snapshot(
-        decode_lines=decode,
-        accept_sum=accept_sum,
-        accept_count=accept_count,
-        throughput={k: (v[0], v[1]) for k, v in throughput.items()},
-    )
-
-
 def window_means(before: Snapshot, after: Snapshot) -> dict[str, Any]:
-    """Accept length and throughput per bucket over the decode windows between two scrapes."""
-    d_count = after.accept_count - before.accept_count
-    accept = (after.accept_sum - before.accept_sum) / d_count if d_count > 0 else None
-    buckets: dict[str, float] = {}
-    windows: dict[str, int] = {}
-    for bucket, (total, count) in after.throughput.items():
-        prev_total, prev_count = before.throughput.get(bucket, (0.0, 0.0))
-        if count - prev_count > 0:
-            buckets[bucket] = (total - prev_total) / (count - prev_count)
-            windows[bucket] = int(count - prev_count)
+    """The level's window as results.json records it (results.schema.json)."""
+    seen = window(before, after)
     return {
-        "accept_length": accept,
-        "accept_windows": int(d_count),
-        "decode_lines": int(after.decode_lines - before.decode_lines),
-        "gen_throughput_tok_s": buckets,
-        "gen_throughput_windows": windows,
+        "accept_length": seen.accept_length,
+        "accept_windows": int(seen.accept_windows),
+        "decode_lines": int(seen.decode_lines),
+        "gen_throughput_tok_s": {k: mean for k, (mean, _) in seen.throughput.items()},
+        "gen_throughput_windows": {k: count for k, (_, count) in seen.throughput.items()},
     }
 
 

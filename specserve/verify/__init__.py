@@ -1,0 +1,1 @@
+"""The verification gate (`specserve verify`) and the exporter window it reads."""

@@ -1,0 +1,159 @@
+"""`specserve verify`: the verification gate (specserve.verify.gate) from the command line.
+
+Exit status 0 when every check passed, 1 when one failed (the message names the knob), 2 for a
+usage error. The API key is read from a file (`-` for standard input) or an environment
+variable, and never printed: every line goes through a redactor holding it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+import requests
+
+from specserve.profile.loader import ProfileError, load_profile
+from specserve.secrets import Redactor
+from specserve.verify import exporters, gate
+from specserve.verify.server import APIS
+
+API_KEY_ENV = "SPECSERVE_API_KEY"
+
+
+class UsageError(Exception):
+    pass
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = subparsers.add_parser(
+        "verify",
+        help="the verification gate: health, decode lines, accept length, graphs, speculation",
+        description=(
+            "Send warm-up requests to the server, then read what the exporter(s) saw in the "
+            "window: real decode lines, mean accept length above the floor (when the profile "
+            "speculates; none when it does not), decode graphs on (unless the profile turns "
+            "them off). Exit 0 when every check passes, 1 with the reason otherwise."
+        ),
+    )
+    p.add_argument("--server", help="the server's base URL, e.g. http://127.0.0.1:30000")
+    p.add_argument("--exporter", action="append", default=[], metavar="URL",
+                   help="an exporter's /metrics URL (repeat for several)")
+    p.add_argument("--each-address", action="store_true",
+                   help="scrape every address the exporter URL's host resolves to "
+                        "(a headless Service: one exporter per server pod)")
+    p.add_argument("--profile", type=Path,
+                   help="the deployment profile: whether it speculates, whether graphs are off")
+    key = p.add_mutually_exclusive_group()
+    key.add_argument("--api-key-file", type=Path,
+                     help=f"file holding the server's API key, - for stdin (default: "
+                          f"${API_KEY_ENV}); never printed")
+    key.add_argument("--api-key-env", metavar="VAR",
+                     help="environment variable holding the API key")
+    p.add_argument("--api", choices=APIS, default="generate",
+                   help="warm-up requests: SGLang's /generate or /v1/chat/completions "
+                        "(default: %(default)s)")
+    p.add_argument("--prompt", default=gate.Settings.prompt)
+    p.add_argument("--requests", type=int, default=3,
+                   help="warm-up requests (0: none, e.g. with --since; default: %(default)s)")
+    p.add_argument("--max-tokens", type=int, default=256, help="tokens per warm-up request")
+    p.add_argument("--request-timeout", type=float, default=300.0,
+                   help="seconds each request may take (default: %(default)s)")
+    p.add_argument("--metrics-timeout", type=float, default=60.0,
+                   help="seconds the exporter has to count the decode lines (default: "
+                        "%(default)s)")
+    p.add_argument("--min-decode-lines", type=int, default=1)
+    p.add_argument("--floor", type=float, default=1.5,
+                   help="mean accept length must exceed it (default: %(default)s)")
+    p.add_argument("--no-require-graph", dest="require_graph", action="store_false",
+                   help="do not require decode graphs on")
+    p.add_argument("--graph-label", default="cuda", help="cuda, cpu, npu or musa")
+    p.add_argument("--save-snapshot", type=Path, metavar="FILE",
+                   help="only scrape the exporters and save their counters for --since")
+    p.add_argument("--since", type=Path, metavar="FILE",
+                   help="the window starts at this saved snapshot, not at a scrape now")
+    p.add_argument("--title", default="Verification gate", help="the report's first words")
+    p.add_argument("--on", default="", help="where the gate ran, for the report (a host name)")
+    p.add_argument("--knob", action="append", default=[], metavar="NAME=LABEL",
+                   help=f"the name a message gives a knob ({', '.join(gate.DEFAULT_KNOBS)}), "
+                        "e.g. floor=verify_accept_length_floor")
+    p.set_defaults(handler=main)
+
+
+def _api_key(args: argparse.Namespace) -> str | None:
+    if args.api_key_env:
+        value = os.environ.get(args.api_key_env, "").strip()
+        if not value:
+            raise UsageError(f"--api-key-env {args.api_key_env}: the variable is unset or empty")
+        return value
+    if args.api_key_file is not None:
+        try:
+            text = (sys.stdin.read() if str(args.api_key_file) == "-"
+                    else args.api_key_file.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise UsageError(f"--api-key-file {args.api_key_file}: {exc.strerror}") from None
+        if not text.strip():
+            raise UsageError(f"--api-key-file {args.api_key_file} is empty")
+        return text.strip()
+    return os.environ.get(API_KEY_ENV, "").strip() or None
+
+
+def _knobs(pairs: list[str]) -> dict[str, str]:
+    knobs = dict(gate.DEFAULT_KNOBS)
+    for pair in pairs:
+        name, sep, label = pair.partition("=")
+        if not sep or name not in knobs or not label:
+            raise UsageError(f"--knob {pair}: expected NAME=LABEL with NAME one of "
+                             f"{', '.join(gate.DEFAULT_KNOBS)}")
+        knobs[name] = label
+    return knobs
+
+
+def _settings(args: argparse.Namespace) -> gate.Settings:
+    if not args.server or args.profile is None:
+        raise UsageError("--server URL and --profile PATH are required (the profile says "
+                         "whether the server speculates)")
+    try:
+        profile = load_profile(args.profile)
+    except ProfileError as exc:
+        raise UsageError(str(exc)) from None
+    return gate.Settings(
+        server=args.server.rstrip("/"), exporters=args.exporter, profile=profile,
+        each_address=args.each_address, api_key=_api_key(args), api=args.api,
+        prompt=args.prompt, requests=args.requests, max_tokens=args.max_tokens,
+        request_timeout=args.request_timeout, metrics_timeout=args.metrics_timeout,
+        min_decode_lines=args.min_decode_lines, floor=args.floor,
+        require_graph=args.require_graph, graph_label=args.graph_label, since=args.since,
+        title=args.title, on=args.on, knobs=_knobs(args.knob),
+    )
+
+
+def _save_snapshot(args: argparse.Namespace) -> int:
+    try:
+        urls = exporters.expand(args.exporter, args.each_address)
+        exporters.save(args.save_snapshot, exporters.scrape_all(requests.Session(), urls))
+    except exporters.ScrapeError as exc:
+        print(f"specserve verify: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def main(args: argparse.Namespace) -> int:
+    if not args.exporter:
+        print("specserve verify: --exporter URL is required (the exporter's /metrics)",
+              file=sys.stderr)
+        return 2
+    if args.save_snapshot is not None:
+        return _save_snapshot(args)
+    try:
+        s = _settings(args)
+    except UsageError as exc:
+        print(f"specserve verify: {exc}", file=sys.stderr)
+        return 2
+    redactor = Redactor([s.api_key])
+
+    def out(text: str) -> None:
+        print(redactor.redact_text(text), flush=True)
+
+    return 0 if gate.run(s, out) else 1
