@@ -8,17 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from specserve.monitoring.grafana_alerting import CRITICAL_RECEIVER, WARNING_RECEIVER, WEBHOOK_BASE
-from specserve.monitoring.rules import SERVICE_LABEL
+from specserve.monitoring.routing import SEVERITY_ROUTES, WEBHOOK_BASE, policy_tree
 
 DEFAULT_RECEIVER = "specserve-default"
 
 
-def _webhook(name: str, path: str) -> dict[str, Any]:
-    return {
-        "name": name,
-        "webhook_configs": [{"url": f"{WEBHOOK_BASE}/{path}", "send_resolved": True}],
-    }
+def _webhook(name: str, url: str) -> dict[str, Any]:
+    return {"name": name, "webhook_configs": [{"url": url, "send_resolved": True}]}
 
 
 def _inhibit(source: str, targets: str) -> dict[str, Any]:
@@ -31,24 +27,12 @@ def _inhibit(source: str, targets: str) -> dict[str, Any]:
 
 def alertmanager_config() -> dict[str, Any]:
     return {
-        "route": {
-            "receiver": DEFAULT_RECEIVER,
-            "group_by": ["alertname", "job", "instance"],
-            "group_wait": "30s",
-            "group_interval": "5m",
-            "repeat_interval": "4h",
-            "routes": [
-                {
-                    "receiver": CRITICAL_RECEIVER,
-                    "matchers": [f'service="{SERVICE_LABEL}"', 'severity="critical"'],
-                    "repeat_interval": "1h",
-                },
-                {
-                    "receiver": WARNING_RECEIVER,
-                    "matchers": [f'service="{SERVICE_LABEL}"', 'severity="warning"'],
-                },
-            ],
-        },
+        "route": policy_tree(
+            DEFAULT_RECEIVER,
+            ["alertname", "job", "instance"],
+            "matchers",
+            lambda label, value: f'{label}="{value}"',
+        ),
         "inhibit_rules": [
             _inhibit(
                 "SpecDecodeDraftsRejected", "SpecDecodeAcceptLengthLow|SpecDecodeBelowBaseline"
@@ -56,8 +40,7 @@ def alertmanager_config() -> dict[str, Any]:
             _inhibit("SpecServeLogSourceDown", "SpecServeNoDecodeLines"),
         ],
         "receivers": [
-            _webhook(DEFAULT_RECEIVER, "default"),
-            _webhook(CRITICAL_RECEIVER, "critical"),
-            _webhook(WARNING_RECEIVER, "warning"),
+            _webhook(DEFAULT_RECEIVER, f"{WEBHOOK_BASE}/default"),
+            *(_webhook(route.receiver, route.webhook_url) for route in SEVERITY_ROUTES),
         ],
     }

@@ -100,6 +100,8 @@ def _per_server(native_metric: str) -> str:
 
 
 Settings = Mapping[str, AlertSettings]
+# A dashboard row: its title and its panels' builders, left to right.
+Row = tuple[str, list[Any]]
 
 
 def _number(settings: Settings, alert: str, name: str) -> float:
@@ -200,272 +202,236 @@ def _accept_length_means(settings: Settings) -> list[Query]:
     ]  # fmt: skip
 
 
-def _accept_length_row(builder: dashboard.Dashboard, settings: Settings) -> dashboard.Dashboard:
+def _accept_length_row(settings: Settings) -> Row:
     rejected = _number(settings, "SpecDecodeDraftsRejected", "max_accept_length")
     floor = _number(settings, "SpecDecodeAcceptLengthLow", "floor")
-    return (
-        builder.with_row(dashboard.Row("Speculative decoding"))
-        .with_panel(
-            _series(
-                "Accept length",
-                TOKENS,
-                [
-                    *_accept_length_means(settings),
-                    Query(
-                        f"max without (tp, pp) ({DECODE_LAST_ACCEPT_LENGTH.name})",
-                        "{{instance}} dp{{dp}} last window",
-                    ),
-                    Query(f"max by (instance) ({SGLANG_SPEC_ACCEPT_LENGTH})",
-                          "{{instance}} sglang native"),
-                ],
-                "Accepted tokens per verify pass, bonus token included (1.00 = every draft "
-                f"rejected), as a mean over each accept-length alert's window. Lines mark the "
-                f"alert thresholds: {rejected:g} (drafts rejected) and {floor:g} (break-even "
-                "floor).",
-                thresholds=_thresholds((None, "red"), (rejected, "orange"), (floor, "green")),
+    return "Speculative decoding", [
+        _series(
+            "Accept length",
+            TOKENS,
+            [
+                *_accept_length_means(settings),
+                Query(
+                    f"max without (tp, pp) ({DECODE_LAST_ACCEPT_LENGTH.name})",
+                    "{{instance}} dp{{dp}} last window",
+                ),
+                Query(f"max by (instance) ({SGLANG_SPEC_ACCEPT_LENGTH})",
+                      "{{instance}} sglang native"),
+            ],
+            "Accepted tokens per verify pass, bonus token included (1.00 = every draft "
+            f"rejected), as a mean over each accept-length alert's window. Lines mark the "
+            f"alert thresholds: {rejected:g} (drafts rejected) and {floor:g} (break-even "
+            "floor).",
+            thresholds=_thresholds((None, "red"), (rejected, "orange"), (floor, "green")),
+        ),
+        heatmap.Panel()
+        .title("Accept length distribution over time")
+        .description("Decode windows per accept-length bucket.")
+        .unit(TOKENS)
+        .datasource(DATASOURCE)
+        .calculate(False)
+        .height(8)
+        .span(8)
+        .with_target(
+            _target(
+                Query(
+                    f"sum by (le) (increase({DECODE_ACCEPT_LENGTH.bucket}"
+                    "[$__rate_interval]))",
+                    "{{le}}",
+                    heatmap=True,
+                ),
+                "A",
             )
-        )
-        .with_panel(
-            heatmap.Panel()
-            .title("Accept length distribution over time")
-            .description("Decode windows per accept-length bucket.")
-            .unit(TOKENS)
-            .datasource(DATASOURCE)
-            .calculate(False)
-            .height(8)
-            .span(8)
-            .with_target(
-                _target(
-                    Query(
-                        f"sum by (le) (increase({DECODE_ACCEPT_LENGTH.bucket}"
-                        "[$__rate_interval]))",
-                        "{{le}}",
-                        heatmap=True,
-                    ),
-                    "A",
-                )
+        ),
+        bargauge.Panel()
+        .title("Accept length distribution (time range)")
+        .description("Decode windows per accept-length bucket over the selected range.")
+        .unit("short")
+        .datasource(DATASOURCE)
+        .height(8)
+        .span(4)
+        .with_target(
+            _target(
+                Query(
+                    f"sum by (le) (increase({DECODE_ACCEPT_LENGTH.bucket}[$__range]))",
+                    "{{le}}",
+                    instant=True,
+                    heatmap=True,
+                ),
+                "A",
             )
-        )
-        .with_panel(
-            bargauge.Panel()
-            .title("Accept length distribution (time range)")
-            .description("Decode windows per accept-length bucket over the selected range.")
-            .unit("short")
-            .datasource(DATASOURCE)
-            .height(8)
-            .span(4)
-            .with_target(
-                _target(
-                    Query(
-                        f"sum by (le) (increase({DECODE_ACCEPT_LENGTH.bucket}[$__range]))",
-                        "{{le}}",
-                        instant=True,
-                        heatmap=True,
-                    ),
-                    "A",
-                )
-            )
-        )
-        .with_panel(
-            _series(
-                "Draft acceptance",
-                "percentunit",
-                [
-                    Query(
-                        f"max without (tp, pp) ({DECODE_DRAFT_ACCEPTANCE.name})",
-                        "{{instance}} dp{{dp}} computed (accept_len-1)/(draft_tokens-1)",
-                    ),
-                    Query(
-                        f"max without (tp, pp) ({DECODE_PRINTED_ACCEPT_RATE.name})",
-                        "{{instance}} dp{{dp}} as printed (meaning changed in PR #23530)",
-                    ),
-                ],
-                "Share of drafted tokens the target accepted. The computed ratio means the same "
-                "on every SGLang version; the printed accept rate changed meaning in 2026.",
-            )
-        )
-        .with_panel(
-            stat.Panel()
-            .title("Draft tokens per step")
-            .description("--speculative-num-draft-tokens from the deployment profile.")
-            .unit("short")
-            .datasource(DATASOURCE)
-            .height(8)
-            .span(4)
-            .with_target(
-                _target(Query(f"max by (instance) ({SPECULATIVE_DRAFT_TOKENS.name})",
-                              "{{instance}}", instant=True), "A")
-            )
-        )
-    )
+        ),
+        _series(
+            "Draft acceptance",
+            "percentunit",
+            [
+                Query(
+                    f"max without (tp, pp) ({DECODE_DRAFT_ACCEPTANCE.name})",
+                    "{{instance}} dp{{dp}} computed (accept_len-1)/(draft_tokens-1)",
+                ),
+                Query(
+                    f"max without (tp, pp) ({DECODE_PRINTED_ACCEPT_RATE.name})",
+                    "{{instance}} dp{{dp}} as printed (meaning changed in PR #23530)",
+                ),
+            ],
+            "Share of drafted tokens the target accepted. The computed ratio means the same "
+            "on every SGLang version; the printed accept rate changed meaning in 2026.",
+        ),
+        stat.Panel()
+        .title("Draft tokens per step")
+        .description("--speculative-num-draft-tokens from the deployment profile.")
+        .unit("short")
+        .datasource(DATASOURCE)
+        .height(8)
+        .span(4)
+        .with_target(
+            _target(Query(f"max by (instance) ({SPECULATIVE_DRAFT_TOKENS.name})",
+                          "{{instance}}", instant=True), "A")
+        ),
+    ]
 
 
-def _throughput_row(builder: dashboard.Dashboard, settings: Settings) -> dashboard.Dashboard:
+def _throughput_row(settings: Settings) -> Row:
     tolerance = _number(settings, "SpecDecodeBelowBaseline", "tolerance")
     window = _window(settings, "SpecDecodeBelowBaseline")
-    return (
-        builder.with_row(dashboard.Row("Throughput against the non-speculative baseline"))
-        .with_panel(
-            _series(
-                "Decode throughput vs baseline per concurrency bucket",
-                TOKENS_PER_SECOND,
-                [
-                    Query(
-                        inline_rule(THROUGHPUT_MEAN, window),
-                        f"{{{{instance}}}} bucket {{{{concurrency}}}} speculative ({window} mean)",
-                    ),
-                    Query(
-                        "max by (job, instance, concurrency) "
-                        f"({BASELINE_GEN_THROUGHPUT.name})",
-                        "baseline {{instance}} bucket {{concurrency}}",
-                    ),
-                ],
-                "Whole-server decode tokens/s (DP ranks summed), per bucket of running "
-                "requests, next to the baseline measured without speculation at that bucket.",
-            ).override_by_regexp(
-                "^baseline.*",
-                [DynamicConfigValue(id_val="custom.lineStyle",
-                                    value={"fill": "dash", "dash": [10, 10]})],
-            )
-        )
-        .with_panel(
-            _series(
-                "Speedup over baseline",
-                "percentunit",
-                [Query(inline_rule(SPEEDUP_RATIO, window),
-                       f"{{{{instance}}}} bucket {{{{concurrency}}}} ({window} mean)")],
-                "Speculative throughput as a share of the baseline at the same bucket; below "
-                f"{tolerance:g} (the SpecDecodeBelowBaseline line) speculation costs throughput.",
-                thresholds=_thresholds((None, "red"), (tolerance, "green")),
-            )
-        )
-        .with_panel(
-            _series(
-                "Decode throughput, last window",
-                TOKENS_PER_SECOND,
-                [
-                    Query(
-                        "sum without (dp) (max without (tp, pp) "
-                        f"({DECODE_LAST_GEN_THROUGHPUT.name}))",
-                        "{{instance}} exporter",
-                    ),
-                    Query(_per_server(SGLANG_GEN_THROUGHPUT),
-                          "{{instance}} sglang native"),
-                ],
-                "gen throughput of the latest decode line (window of --decode-log-interval "
-                "iterations). The first line after idle can be tiny: its window included idle "
-                "time.",
-                width=24,
-            )
-        )
-    )
-
-
-def _server_row(builder: dashboard.Dashboard, settings: Settings) -> dashboard.Dashboard:
-    full = _number(settings, "SpecDecodeKVCacheNearFull", "max_ratio")
-    return (
-        builder.with_row(dashboard.Row("Server state"))
-        .with_panel(
-            _state(
-                "CUDA graph",
-                [Query(f"min without (tp, pp, graph) ({DECODE_GRAPH_ENABLED.name})",
-                       "{{instance}} dp{{dp}}")],
-                "cuda graph: True/False from the decode lines. Off costs about 25% throughput.",
-                width=24,
-            )
-        )
-        .with_panel(
-            _series(
-                "Running and queued requests",
-                "short",
-                [
-                    Query(f"sum without (dp, tp, pp) ({DECODE_RUNNING_REQUESTS.name})",
-                          "{{instance}} running"),
-                    Query(f"sum without (dp, tp, pp) ({DECODE_QUEUED_REQUESTS.name})",
-                          "{{instance}} queued"),
-                ],
-                "#running-req and #queue-req of the latest decode lines, DP ranks summed.",
-            )
-        )
-        .with_panel(
-            _series(
-                "KV cache token usage",
-                "percentunit",
-                [Query(f"max without (tp, pp) ({DECODE_TOKEN_USAGE.name})",
-                       "{{instance}} dp{{dp}}")],
-                f"token usage of the latest decode lines; the alert fires above {full:g}.",
-                thresholds=_thresholds((None, "green"), (full, "red")),
-            )
-        )
-    )
-
-
-def _exporter_row(builder: dashboard.Dashboard, settings: Settings) -> dashboard.Dashboard:
-    window = _window(settings, "SpecServeLogLinesRejected")
-    return (
-        builder.with_row(dashboard.Row("Exporter health"))
-        .with_panel(
-            _state(
-                "Exporter scrape target",
-                [Query('up{job=~"$' + EXPORTER_JOB_VARIABLE + '"}', "{{instance}}")],
-                "Prometheus' up metric for the exporter job (dashboard variable "
-                f"${EXPORTER_JOB_VARIABLE}).",
-                width=8,
-            )
-        )
-        .with_panel(
-            _state(
-                "Log source",
-                [Query(f"min without (dp, tp, pp) ({SOURCE_UP.name})",
-                       "{{instance}} {{source}}")],
-                "Whether the exporter can read the SGLang log.",
-                width=8,
-            )
-        )
-        .with_panel(
-            _series(
-                "Time since the last decode line",
-                "s",
-                [Query("time() - max without (dp, tp, pp) "
-                       f"({DECODE_LAST_LINE_TIMESTAMP.name})", "{{instance}}")],
-                "Grows while idle (no lines are printed then); grows while requests run only "
-                "when the server or the log pipeline is stuck.",
-                width=8,
-            )
-        )
-        .with_panel(
-            _series(
-                "Log lines",
-                "cps",
-                [
-                    Query(f"sum without (dp, tp, pp) (rate({LOG_LINES_READ.total}"
-                          "[$__rate_interval]))", "{{instance}} read"),
-                    Query(f"sum without (dp, tp, pp) (rate({LOG_LINES_PARSED.total}"
-                          "[$__rate_interval]))", "{{instance}} parsed {{kind}}"),
-                    Query(f"sum without (dp, tp, pp) (rate({LOG_LINES_IGNORED.total}"
-                          "[$__rate_interval]))", "{{instance}} ignored (not stats)"),
-                    Query(f"sum without (dp, tp, pp) (rate({LOG_LINES_REJECTED.total}"
-                          "[$__rate_interval]))", "{{instance}} rejected {{reason}}"),
-                ],
-                "Lines per second the exporter read, parsed, ignored and rejected.",
-                no_value="0",
-            )
-        )
-        .with_panel(
-            _series(
-                "Rejected share of stats lines",
-                "percentunit",
-                [Query(inline_rule(REJECTED_RATIO, window), f"{{{{instance}}}} ({window})")],
-                f"Share of decode/prefill lines that failed to parse ({window}); a new SGLang "
-                "log format shows here first.",
-                thresholds=_thresholds(
-                    (None, "green"),
-                    (_number(settings, "SpecServeLogLinesRejected", "max_ratio"), "red"),
+    return "Throughput against the non-speculative baseline", [
+        _series(
+            "Decode throughput vs baseline per concurrency bucket",
+            TOKENS_PER_SECOND,
+            [
+                Query(
+                    inline_rule(THROUGHPUT_MEAN, window),
+                    f"{{{{instance}}}} bucket {{{{concurrency}}}} speculative ({window} mean)",
                 ),
-                no_value="0",
-            )
-        )
-    )
+                Query(
+                    "max by (job, instance, concurrency) "
+                    f"({BASELINE_GEN_THROUGHPUT.name})",
+                    "baseline {{instance}} bucket {{concurrency}}",
+                ),
+            ],
+            "Whole-server decode tokens/s (DP ranks summed), per bucket of running "
+            "requests, next to the baseline measured without speculation at that bucket.",
+        ).override_by_regexp(
+            "^baseline.*",
+            [DynamicConfigValue(id_val="custom.lineStyle",
+                                value={"fill": "dash", "dash": [10, 10]})],
+        ),
+        _series(
+            "Speedup over baseline",
+            "percentunit",
+            [Query(inline_rule(SPEEDUP_RATIO, window),
+                   f"{{{{instance}}}} bucket {{{{concurrency}}}} ({window} mean)")],
+            "Speculative throughput as a share of the baseline at the same bucket; below "
+            f"{tolerance:g} (the SpecDecodeBelowBaseline line) speculation costs throughput.",
+            thresholds=_thresholds((None, "red"), (tolerance, "green")),
+        ),
+        _series(
+            "Decode throughput, last window",
+            TOKENS_PER_SECOND,
+            [
+                Query(
+                    "sum without (dp) (max without (tp, pp) "
+                    f"({DECODE_LAST_GEN_THROUGHPUT.name}))",
+                    "{{instance}} exporter",
+                ),
+                Query(_per_server(SGLANG_GEN_THROUGHPUT),
+                      "{{instance}} sglang native"),
+            ],
+            "gen throughput of the latest decode line (window of --decode-log-interval "
+            "iterations). The first line after idle can be tiny: its window included idle "
+            "time.",
+            width=24,
+        ),
+    ]
+
+
+def _server_row(settings: Settings) -> Row:
+    full = _number(settings, "SpecDecodeKVCacheNearFull", "max_ratio")
+    return "Server state", [
+        _state(
+            "CUDA graph",
+            [Query(f"min without (tp, pp, graph) ({DECODE_GRAPH_ENABLED.name})",
+                   "{{instance}} dp{{dp}}")],
+            "cuda graph: True/False from the decode lines. Off costs about 25% throughput.",
+            width=24,
+        ),
+        _series(
+            "Running and queued requests",
+            "short",
+            [
+                Query(f"sum without (dp, tp, pp) ({DECODE_RUNNING_REQUESTS.name})",
+                      "{{instance}} running"),
+                Query(f"sum without (dp, tp, pp) ({DECODE_QUEUED_REQUESTS.name})",
+                      "{{instance}} queued"),
+            ],
+            "#running-req and #queue-req of the latest decode lines, DP ranks summed.",
+        ),
+        _series(
+            "KV cache token usage",
+            "percentunit",
+            [Query(f"max without (tp, pp) ({DECODE_TOKEN_USAGE.name})",
+                   "{{instance}} dp{{dp}}")],
+            f"token usage of the latest decode lines; the alert fires above {full:g}.",
+            thresholds=_thresholds((None, "green"), (full, "red")),
+        ),
+    ]
+
+
+def _exporter_row(settings: Settings) -> Row:
+    window = _window(settings, "SpecServeLogLinesRejected")
+    return "Exporter health", [
+        _state(
+            "Exporter scrape target",
+            [Query('up{job=~"$' + EXPORTER_JOB_VARIABLE + '"}', "{{instance}}")],
+            "Prometheus' up metric for the exporter job (dashboard variable "
+            f"${EXPORTER_JOB_VARIABLE}).",
+            width=8,
+        ),
+        _state(
+            "Log source",
+            [Query(f"min without (dp, tp, pp) ({SOURCE_UP.name})",
+                   "{{instance}} {{source}}")],
+            "Whether the exporter can read the SGLang log.",
+            width=8,
+        ),
+        _series(
+            "Time since the last decode line",
+            "s",
+            [Query("time() - max without (dp, tp, pp) "
+                   f"({DECODE_LAST_LINE_TIMESTAMP.name})", "{{instance}}")],
+            "Grows while idle (no lines are printed then); grows while requests run only "
+            "when the server or the log pipeline is stuck.",
+            width=8,
+        ),
+        _series(
+            "Log lines",
+            "cps",
+            [
+                Query(f"sum without (dp, tp, pp) (rate({LOG_LINES_READ.total}"
+                      "[$__rate_interval]))", "{{instance}} read"),
+                Query(f"sum without (dp, tp, pp) (rate({LOG_LINES_PARSED.total}"
+                      "[$__rate_interval]))", "{{instance}} parsed {{kind}}"),
+                Query(f"sum without (dp, tp, pp) (rate({LOG_LINES_IGNORED.total}"
+                      "[$__rate_interval]))", "{{instance}} ignored (not stats)"),
+                Query(f"sum without (dp, tp, pp) (rate({LOG_LINES_REJECTED.total}"
+                      "[$__rate_interval]))", "{{instance}} rejected {{reason}}"),
+            ],
+            "Lines per second the exporter read, parsed, ignored and rejected.",
+            no_value="0",
+        ),
+        _series(
+            "Rejected share of stats lines",
+            "percentunit",
+            [Query(inline_rule(REJECTED_RATIO, window), f"{{{{instance}}}} ({window})")],
+            f"Share of decode/prefill lines that failed to parse ({window}); a new SGLang "
+            "log format shows here first.",
+            thresholds=_thresholds(
+                (None, "green"),
+                (_number(settings, "SpecServeLogLinesRejected", "max_ratio"), "red"),
+            ),
+            no_value="0",
+        ),
+    ]
 
 
 def _latency_query(metric: str, quantile: str) -> Query:
@@ -476,22 +442,22 @@ def _latency_query(metric: str, quantile: str) -> Query:
     )
 
 
-def _native_row(builder: dashboard.Dashboard, settings: Settings) -> dashboard.Dashboard:
-    builder = builder.with_row(dashboard.Row("SGLang native metrics (--enable-metrics)"))
-    for title, metric in (
-        ("Time to first token", SGLANG_TIME_TO_FIRST_TOKEN),
-        ("Inter-token latency", SGLANG_INTER_TOKEN_LATENCY),
-        ("End-to-end request latency", SGLANG_E2E_REQUEST_LATENCY),
-    ):
-        builder = builder.with_panel(
-            _series(
-                title, "s",
-                [_latency_query(metric, q) for q in ("0.5", "0.9", "0.99")],
-                f"p50/p90/p99 of {metric} (SGLang's own histogram).",
-                width=8, no_value=NEEDS_METRICS,
-            )
+def _native_row(settings: Settings) -> Row:
+    latencies = [
+        _series(
+            title, "s",
+            [_latency_query(metric, q) for q in ("0.5", "0.9", "0.99")],
+            f"p50/p90/p99 of {metric} (SGLang's own histogram).",
+            width=8, no_value=NEEDS_METRICS,
         )
-    return builder.with_panel(
+        for title, metric in (
+            ("Time to first token", SGLANG_TIME_TO_FIRST_TOKEN),
+            ("Inter-token latency", SGLANG_INTER_TOKEN_LATENCY),
+            ("End-to-end request latency", SGLANG_E2E_REQUEST_LATENCY),
+        )
+    ]
+    return "SGLang native metrics (--enable-metrics)", [
+        *latencies,
         _series(
             "Running and queued requests (SGLang)",
             "short",
@@ -503,27 +469,25 @@ def _native_row(builder: dashboard.Dashboard, settings: Settings) -> dashboard.D
             ],
             "SGLang's scheduler gauges; refreshed every 30 s while idle.",
             width=24, no_value=NEEDS_METRICS,
-        )
-    )
+        ),
+    ]
 
 
-def _gpu_row(builder: dashboard.Dashboard, settings: Settings) -> dashboard.Dashboard:
-    builder = builder.with_row(dashboard.Row("GPUs (DCGM exporter)"))
-    for title, metric, unit in (
-        ("GPU utilisation", DCGM_GPU_UTIL, "percent"),
-        ("GPU memory used", DCGM_FB_USED, "mbytes"),
-        ("GPU power", DCGM_POWER_USAGE, "watt"),
-        ("GPU temperature", DCGM_GPU_TEMP, "celsius"),
-    ):
-        builder = builder.with_panel(
-            _series(
-                title, unit,
-                [Query(f"max by (Hostname, gpu) ({metric})", "{{Hostname}} GPU {{gpu}}")],
-                f"{metric} from dcgm-exporter.",
-                width=6, no_value=NEEDS_DCGM,
-            )
+def _gpu_row(settings: Settings) -> Row:
+    return "GPUs (DCGM exporter)", [
+        _series(
+            title, unit,
+            [Query(f"max by (Hostname, gpu) ({metric})", "{{Hostname}} GPU {{gpu}}")],
+            f"{metric} from dcgm-exporter.",
+            width=6, no_value=NEEDS_DCGM,
         )
-    return builder
+        for title, metric, unit in (
+            ("GPU utilisation", DCGM_GPU_UTIL, "percent"),
+            ("GPU memory used", DCGM_FB_USED, "mbytes"),
+            ("GPU power", DCGM_POWER_USAGE, "watt"),
+            ("GPU temperature", DCGM_GPU_TEMP, "celsius"),
+        )
+    ]
 
 
 def build_dashboard(settings: Settings | None = None) -> dict[str, Any]:
@@ -547,9 +511,12 @@ def build_dashboard(settings: Settings | None = None) -> dict[str, Any]:
             .default_value("specserve-exporter")
         )
     )
-    for add_row in (_accept_length_row, _throughput_row, _server_row, _exporter_row,
-                    _native_row, _gpu_row):
-        builder = add_row(builder, settings)
+    for row in (_accept_length_row, _throughput_row, _server_row, _exporter_row,
+                _native_row, _gpu_row):
+        title, panels = row(settings)
+        builder = builder.with_row(dashboard.Row(title))
+        for panel in panels:
+            builder = builder.with_panel(panel)
     model = json.loads(json.dumps(builder.build(), cls=JSONEncoder))
     for panel_id, panel in enumerate(model["panels"], start=1):
         panel["id"] = panel_id

@@ -15,6 +15,7 @@ from typing import Any
 
 from specserve.monitoring.expansion import alert_annotations, alert_value_expr, compare_text
 from specserve.monitoring.overrides import resolve_settings
+from specserve.monitoring.routing import SEVERITY_ROUTES, WARNING_RECEIVER, policy_tree
 from specserve.monitoring.rules import ALERTS, DEFAULT_RUNBOOK_BASE_URL, Alert
 
 DATASOURCE_UID_ENV = "SPECSERVE_PROMETHEUS_DATASOURCE_UID"
@@ -25,9 +26,6 @@ RULE_GROUP = "specserve"
 EVALUATION_INTERVAL = "1m"
 QUERY_REF, REDUCE_REF, CONDITION_REF = "A", "B", "C"
 _EVALUATOR = {"<": "lt", ">": "gt"}
-CRITICAL_RECEIVER = "specserve-critical"
-WARNING_RECEIVER = "specserve-warning"
-WEBHOOK_BASE = "http://127.0.0.1:9095"
 
 
 def rule_uid(alert: Alert) -> str:
@@ -134,17 +132,17 @@ def contact_points_example() -> dict[str, Any]:
         "contactPoints": [
             {
                 "orgId": 1,
-                "name": name,
+                "name": route.receiver,
                 "receivers": [
                     {
-                        "uid": name,
+                        "uid": route.receiver,
                         "type": "webhook",
-                        "settings": {"url": f"{WEBHOOK_BASE}/{path}", "httpMethod": "POST"},
+                        "settings": {"url": route.webhook_url, "httpMethod": "POST"},
                         "disableResolveMessage": False,
                     }
                 ],
             }
-            for name, path in ((CRITICAL_RECEIVER, "critical"), (WARNING_RECEIVER, "warning"))
+            for route in SEVERITY_ROUTES
         ],
     }
 
@@ -155,28 +153,12 @@ def notification_policies_example() -> dict[str, Any]:
         "policies": [
             {
                 "orgId": 1,
-                "receiver": WARNING_RECEIVER,
-                "group_by": ["grafana_folder", "alertname", "instance"],
-                "group_wait": "30s",
-                "group_interval": "5m",
-                "repeat_interval": "4h",
-                "routes": [
-                    {
-                        "receiver": CRITICAL_RECEIVER,
-                        "object_matchers": [
-                            ["service", "=", "specserve"],
-                            ["severity", "=", "critical"],
-                        ],
-                        "repeat_interval": "1h",
-                    },
-                    {
-                        "receiver": WARNING_RECEIVER,
-                        "object_matchers": [
-                            ["service", "=", "specserve"],
-                            ["severity", "=", "warning"],
-                        ],
-                    },
-                ],
+                **policy_tree(
+                    WARNING_RECEIVER,
+                    ["grafana_folder", "alertname", "instance"],
+                    "object_matchers",
+                    lambda label, value: [label, "=", value],
+                ),
             }
         ],
     }
