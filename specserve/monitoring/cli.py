@@ -8,12 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from specserve.monitoring.dashboard import dashboard_json
-from specserve.monitoring.generate import main as generate_main
 from specserve.monitoring.grafana_alerting import grafana_alert_rules
 from specserve.monitoring.helm import helm_template, helm_values_text
 from specserve.monitoring.overrides import OverridesError, load_overrides_file, resolve_settings
-from specserve.monitoring.prometheus import render_rules
-from specserve.monitoring.rules import DEFAULT_RUNBOOK_BASE_URL
+from specserve.monitoring.rules import DEFAULT_RUNBOOK_BASE_URL, render_rules
 from specserve.monitoring.yamlio import dump_yaml
 
 _HEADER = "Rendered by `specserve rules {command}`{source}; regenerate rather than edit."
@@ -74,8 +72,6 @@ def _handle(args: argparse.Namespace) -> int:
     if command == "helm-values":
         _emit(helm_values_text(), args.out)
         return 0
-    if command == "generate":
-        return generate_main(["--root", str(args.root), *(["--check"] if args.check else [])])
     raise AssertionError(f"unhandled rules command {command!r}")
 
 
@@ -102,7 +98,4 @@ def register(subparsers: Any) -> None:
     ):
         sub = commands.add_parser(name, help=help_text)
         sub.add_argument("--out", type=Path, help="write here instead of stdout")
-    sub = commands.add_parser("generate", help="rewrite (or --check) every committed artefact")
-    sub.add_argument("--root", type=Path, default=Path.cwd(), help="repository root")
-    sub.add_argument("--check", action="store_true", help="only report drift (exit 1)")
     parser.set_defaults(handler=_handle)

@@ -1,5 +1,5 @@
 """One source of truth: the profile the chart renders is the profile the Python library (and the
-Ansible path) renders, and the chart's copies of the rules, dashboard and profile do not drift."""
+Ansible path) renders. (That the chart's copies do not drift is tests/test_generated.py.)"""
 
 from __future__ import annotations
 
@@ -12,9 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from specserve.monitoring.helm import helm_template, helm_values
 from specserve.profile import load_profile
-from tests.helm import sync_chart
 from tests.helm.conftest import CHART, REPO, Rendered
 
 KIMI = REPO / "profiles" / "kimi-k2.5-int4-eagle3-8gpu.yaml"
@@ -36,15 +34,6 @@ def configmap_profile(render: Rendered, tmp_path: Path) -> Path:
     path = tmp_path / f"{render.name}.profile.yaml"
     path.write_text(text, encoding="utf-8")
     return path
-
-
-def test_chart_copies_are_in_sync() -> None:
-    assert sync_chart.drift() == [], "run .venv/bin/python -m tests.helm.sync_chart"
-    # And the copies equal what the rule source generates right now, not only the committed files.
-    assert (CHART / "templates" / "prometheusrule.yaml").read_text() == helm_template()
-    values = yaml.safe_load((CHART / "values.yaml").read_text())
-    assert {"prometheusRule": values["prometheusRule"]} == helm_values()
-    assert (CHART / "files" / "profiles" / "default.yaml").read_text() == KIMI.read_text()
 
 
 def test_values_schema_embeds_the_profile_schema() -> None:

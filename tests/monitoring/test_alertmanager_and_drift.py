@@ -1,12 +1,11 @@
-"""The Alertmanager example under the real amtool, and drift of every generated artefact."""
+"""The Alertmanager example under the real amtool; alerts' runbooks and docs entries.
+
+Drift of every generated file is tests/test_generated.py."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from specserve.monitoring.generate import artefacts, drifted, main, write_all
 from specserve.monitoring.rules import ALERTS
 
 from .conftest import MONITORING, REPO, run
@@ -34,22 +33,6 @@ def test_routes_by_severity(amtool: str, labels: list[str], receiver: str) -> No
     result = run(amtool, "config", "routes", "test", "--config.file", str(CONFIG), *labels)
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.strip() == receiver
-
-
-def test_no_committed_artefact_drifted() -> None:
-    assert drifted(REPO) == [], "regenerate: python -m specserve.monitoring.generate"
-
-
-def test_drift_is_detected_and_regeneration_fixes_it(tmp_path: Path) -> None:
-    assert set(drifted(tmp_path)) == set(artefacts())
-    write_all(tmp_path)
-    assert drifted(tmp_path) == []
-    rules = tmp_path / "monitoring" / "prometheus" / "specserve-rules.yml"
-    rules.write_text(rules.read_text().replace("< 1.05", "< 1.5"))
-    assert drifted(tmp_path) == ["monitoring/prometheus/specserve-rules.yml"]
-    assert main(["--root", str(tmp_path), "--check"]) == 1
-    assert main(["--root", str(tmp_path)]) == 0
-    assert main(["--root", str(tmp_path), "--check"]) == 0
 
 
 def test_every_alert_has_a_runbook_and_a_docs_entry() -> None:

@@ -1,0 +1,172 @@
+"""`specserve generate [--check]`: the one command that rewrites every generated file.
+
+A registry of generators: repository-relative path -> function producing the file's text. Each
+part of the product plugs in one source of entries (`SOURCES`, in dependency order); a generator
+that copies another generated file reads it through `read_source`, which asks that file's own
+generator, so one run is consistent and `--check` never passes on a half-updated tree.
+
+    specserve generate            # rewrite what changed, under the current directory
+    specserve generate --check    # write nothing; exit 1 naming every stale file and the fix
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from specserve.chart import ChartError, chart_files
+from specserve.monitoring.generate import artefacts as monitoring_files
+
+Produce = Callable[[], str]
+Registry = dict[str, Produce]
+ReadSource = Callable[[str], str]
+# A source of entries; it may read files (hand-written or produced by earlier sources).
+Source = Callable[[ReadSource], Mapping[str, Produce]]
+
+_PACKAGE_REPO = Path(__file__).resolve().parents[1]
+FIX = "specserve generate"
+
+
+def profile_field_files(read_source: ReadSource) -> Mapping[str, Produce]:
+    """Hook for the profile field table: specserve/profile/schema.json and the field table in
+    docs/profile.md, from `specserve.profile.fields.generated_files()` (Path -> text). Empty
+    until that module exists, so the command works while it is being built."""
+    try:
+        fields: Any = importlib.import_module("specserve.profile.fields")
+    except ModuleNotFoundError as err:
+        if err.name != "specserve.profile.fields":
+            raise
+        return {}
+    if not hasattr(fields, "generated_files"):
+        return {}
+    files = {_relative(Path(path)): text for path, text in fields.generated_files().items()}
+    return {name: (lambda text=text: text) for name, text in files.items()}
+
+
+def _relative(path: Path) -> str:
+    return (path.relative_to(_PACKAGE_REPO) if path.is_absolute() else path).as_posix()
+
+
+# Dependency order: the chart copies files the profile and monitoring sources generate.
+SOURCES: tuple[Source, ...] = (
+    profile_field_files,
+    lambda _read: monitoring_files(),
+    chart_files,
+)
+
+
+def registry(root: Path) -> Registry:
+    """Every generated file under `root`, each with the function producing its text."""
+    entries: Registry = {}
+    for source in SOURCES:
+        # A source reads what earlier sources generate from their generators, anything else
+        # (its own files' hand-written parts included) from the tree.
+        for relative, produce in source(_reader(root, dict(entries))).items():
+            if relative in entries:
+                raise AssertionError(f"two generators claim {relative}")
+            entries[relative] = produce
+    return entries
+
+
+def _reader(root: Path, generated: Registry) -> ReadSource:
+    def read_source(relative: str) -> str:
+        produce = generated.get(relative)
+        return produce() if produce else (root / relative).read_text(encoding="utf-8")
+
+    return read_source
+
+
+def stale(root: Path) -> list[str]:
+    """Generated files under `root` that are missing or differ from what their source produces."""
+    out: list[str] = []
+    for relative, produce in registry(root).items():
+        path = root / relative
+        if not path.is_file() or path.read_text(encoding="utf-8") != produce():
+            out.append(relative)
+    return out
+
+
+def write(root: Path) -> list[str]:
+    """Rewrite every stale generated file under `root`; the paths written."""
+    texts = {relative: produce() for relative, produce in registry(root).items()}
+    written: list[str] = []
+    for relative, text in texts.items():
+        path = root / relative
+        if path.is_file() and path.read_text(encoding="utf-8") == text:
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        written.append(relative)
+    return written
+
+
+def _fix(root: Path) -> str:
+    return FIX if root.resolve() == Path.cwd().resolve() else f"{FIX} --root {root}"
+
+
+def run(root: Path, check: bool) -> int:
+    if not (root / "charts" / "specserve" / "values.yaml").is_file():
+        print(f"specserve generate: {root} is not a specserve checkout (no "
+              "charts/specserve/values.yaml); run it from the repository root or pass --root",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    try:
+        return _check(root) if check else _write(root)
+    except ChartError as err:
+        print(f"specserve generate: {err}", file=sys.stderr)
+        return 2
+
+
+def _check(root: Path) -> int:
+    found = stale(root)
+    for relative in found:
+        print(f"stale: {relative}", file=sys.stderr)
+    if found:
+        print(f"{len(found)} generated file(s) differ from their source; "
+              f"regenerate with: {_fix(root)}", file=sys.stderr)  # fmt: skip
+        return 1
+    print(f"all {len(registry(root))} generated files match their source")
+    return 0
+
+
+def _write(root: Path) -> int:
+    for relative in write(root):
+        print(f"wrote {relative}")
+    return 0
+
+
+def _handle(args: argparse.Namespace) -> int:
+    return run(args.root, args.check)
+
+
+def _add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--root", type=Path, default=Path.cwd(),
+                        help="repository root (default: the current directory)")  # fmt: skip
+    parser.add_argument("--check", action="store_true",
+                        help="write nothing; exit 1 naming every stale file")  # fmt: skip
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "generate",
+        help="rewrite (or --check) every generated file: monitoring/, the chart's copies and "
+        "values schema, the profile schema and docs tables",
+        description=__doc__.splitlines()[0],
+    )
+    _add_arguments(parser)
+    parser.set_defaults(handler=_handle)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="specserve generate", description=__doc__)
+    _add_arguments(parser)
+    args = parser.parse_args(argv)
+    return run(args.root, args.check)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
