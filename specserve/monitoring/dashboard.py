@@ -48,6 +48,7 @@ from specserve.monitoring.metrics import (
     SGLANG_RUNNING_REQUESTS,
     SGLANG_SPEC_ACCEPT_LENGTH,
     SGLANG_TIME_TO_FIRST_TOKEN,
+    UP,
 )
 from specserve.monitoring.rules import (
     ACCEPT_LENGTH_MEAN,
@@ -382,7 +383,7 @@ def _exporter_row(settings: Settings) -> Row:
     return "Exporter health", [
         _state(
             "Exporter scrape target",
-            [Query('up{job=~"$' + EXPORTER_JOB_VARIABLE + '"}', "{{instance}}")],
+            [Query(f'{UP}{{job=~"${EXPORTER_JOB_VARIABLE}"}}', "{{instance}}")],
             "Prometheus' up metric for the exporter job (dashboard variable "
             f"${EXPORTER_JOB_VARIABLE}).",
             width=8,

@@ -29,7 +29,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
-from specserve.monitoring.metrics import SGLANG_RUNNING_REQUESTS
+from specserve.monitoring.metrics import SGLANG_RUNNING_REQUESTS, UP
 from specserve_exporter.names import (
     BASELINE_GEN_THROUGHPUT,
     DECODE_ACCEPT_LENGTH,
@@ -361,7 +361,7 @@ ALERTS: tuple[Alert, ...] = (
         name="SpecServeExporterDown",
         severity="warning",
         for_="5m",
-        value_expr='up{job=~"[[job]]"} or on () vector(0)',
+        value_expr=f'{UP}{{job=~"[[job]]"}} or on () vector(0)',
         comparison="<",
         compare_to=1.0,
         summary="The specserve exporter is not scraped",
