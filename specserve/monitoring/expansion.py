@@ -21,6 +21,7 @@ from specserve.monitoring.rules import (
     WINDOW,
     Alert,
     RecordingRule,
+    Threshold,
 )
 
 _PLACEHOLDER = re.compile(r"\[\[(rule:)?([A-Za-z_:][A-Za-z0-9_:]*)\]\]")
@@ -149,8 +150,8 @@ def default_settings(alert: Alert) -> AlertSettings:
 
 
 def compare_text(alert: Alert, threshold: Callable[[str], str]) -> str:
-    if isinstance(alert.compare_to, str):
-        return threshold(alert.compare_to)
+    if isinstance(alert.compare_to, Threshold):
+        return threshold(alert.compare_to.name)
     return format_number(alert.compare_to)
 
 

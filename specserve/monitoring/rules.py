@@ -89,18 +89,27 @@ class Alert:
     for_: str
     value_expr: str
     comparison: Comparison
-    # A threshold name, or a fixed number for alerts on 0/1 gauges.
-    compare_to: str | float
+    # The overridable threshold the value is compared with, or a fixed number for alerts on
+    # 0/1 gauges and counters.
+    compare_to: Threshold | float
     summary: str
     description: str
     meaning: str
-    thresholds: tuple[Threshold, ...] = field(default_factory=tuple)
+    # Thresholds the value query itself reads (`[[name]]`), besides the compared one.
+    query_thresholds: tuple[Threshold, ...] = field(default_factory=tuple)
     # Default rate window; None for alerts that read gauges or `up` directly (no rate).
     window: str | None = None
 
     @property
     def runbook_slug(self) -> str:
         return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "-", self.name).lower()
+
+    @property
+    def thresholds(self) -> tuple[Threshold, ...]:
+        """Every overridable threshold, the compared one first."""
+        if isinstance(self.compare_to, Threshold):
+            return (self.compare_to, *self.query_thresholds)
+        return self.query_thresholds
 
     @property
     def labels(self) -> dict[str, str]:
@@ -211,7 +220,11 @@ ALERTS: tuple[Alert, ...] = (
         window="5m",
         value_expr=f"[[rule:{SPEEDUP_RATIO}]]",
         comparison="<",
-        compare_to="tolerance",
+        compare_to=Threshold(
+            "tolerance", 1.0, "number",
+            "Fraction of the baseline below which the alert fires (0.9 = fire under 90%).",
+            minimum=0.0, maximum=10.0,
+        ),
         summary="Speculative decoding is slower than the non-speculative baseline",
         description=(
             "On {{ $labels.instance }} at concurrency bucket {{ $labels.concurrency }}, "
@@ -224,13 +237,6 @@ ALERTS: tuple[Alert, ...] = (
         meaning="Window-mean decode throughput is below the measured non-speculative baseline "
         "at the same concurrency bucket. Never fires while idle, nor for a bucket that has no "
         "baseline.",
-        thresholds=(
-            Threshold(
-                "tolerance", 1.0, "number",
-                "Fraction of the baseline below which the alert fires (0.9 = fire under 90%).",
-                minimum=0.0, maximum=10.0,
-            ),
-        ),
     ),
     Alert(
         name="SpecDecodeDraftsRejected",
@@ -239,7 +245,11 @@ ALERTS: tuple[Alert, ...] = (
         window="2m",
         value_expr=f"[[rule:{ACCEPT_LENGTH_MEAN}]]",
         comparison="<",
-        compare_to="max_accept_length",
+        compare_to=Threshold(
+            "max_accept_length", 1.05, "number",
+            "Mean accept length below which drafts count as rejected.",
+            minimum=1.0, maximum=2.0,
+        ),
         summary="The target rejects almost every drafted token (accept length near 1.0)",
         description=(
             "Mean accept length on {{ $labels.instance }} over [[window]] is "
@@ -250,13 +260,6 @@ ALERTS: tuple[Alert, ...] = (
         ),
         meaning="Accept length at or near 1.0 while decoding: every draft is rejected (EAGLE "
         "instead of EAGLE3, or a broken/mismatched drafter). Speculation only costs time.",
-        thresholds=(
-            Threshold(
-                "max_accept_length", 1.05, "number",
-                "Mean accept length below which drafts count as rejected.",
-                minimum=1.0, maximum=2.0,
-            ),
-        ),
     ),
     Alert(
         name="SpecDecodeAcceptLengthLow",
@@ -265,7 +268,12 @@ ALERTS: tuple[Alert, ...] = (
         window="5m",
         value_expr=f"[[rule:{ACCEPT_LENGTH_MEAN}]]",
         comparison="<",
-        compare_to="floor",
+        compare_to=Threshold(
+            "floor", 1.5, "number",
+            "Mean accept length (bonus token included) below which speculation is assumed "
+            "not to pay off.",
+            minimum=1.0, maximum=64.0,
+        ),
         summary="Speculative accept length is below the break-even floor",
         description=(
             "Mean accept length on {{ $labels.instance }} over [[window]] is "
@@ -274,14 +282,6 @@ ALERTS: tuple[Alert, ...] = (
         ),
         meaning="Accept length below a configurable floor (the break-even point of this "
         "deployment) while decoding.",
-        thresholds=(
-            Threshold(
-                "floor", 1.5, "number",
-                "Mean accept length (bonus token included) below which speculation is assumed "
-                "not to pay off.",
-                minimum=1.0, maximum=64.0,
-            ),
-        ),
     ),
     Alert(
         name="SpecDecodeGraphDisabled",
@@ -314,7 +314,11 @@ ALERTS: tuple[Alert, ...] = (
             "(sum by ([[match_on]]) ([[running_metric]]) > 0)"
         ),
         comparison=">",
-        compare_to="stale_after_seconds",
+        compare_to=Threshold(
+            "stale_after_seconds", 180.0, "number",
+            "Seconds without a decode line before the alert condition holds.",
+            minimum=1.0,
+        ),
         summary="No decode line read while SGLang reports running requests",
         description=(
             "The exporter on {{ $labels.instance }} has read no decode line for "
@@ -324,12 +328,7 @@ ALERTS: tuple[Alert, ...] = (
         meaning="SGLang's own metrics say requests are running but no decode line was read "
         "for longer than the threshold: a stuck server or a log the exporter no longer sees. "
         "Needs SGLang's --enable-metrics (the log alone cannot tell idle from stuck).",
-        thresholds=(
-            Threshold(
-                "stale_after_seconds", 180.0, "number",
-                "Seconds without a decode line before the alert condition holds.",
-                minimum=1.0,
-            ),
+        query_thresholds=(
             Threshold(
                 "running_metric", SGLANG_RUNNING_REQUESTS, "metric",
                 "Metric that counts running requests independently of the log; SGLang "
@@ -371,7 +370,7 @@ ALERTS: tuple[Alert, ...] = (
             "other specserve alert are blind."
         ),
         meaning="The exporter's scrape target is down, or no target of the job exists.",
-        thresholds=(
+        query_thresholds=(
             Threshold(
                 "job", "specserve-exporter", "regex",
                 "Regular expression for the exporter's Prometheus job label.",
@@ -385,7 +384,11 @@ ALERTS: tuple[Alert, ...] = (
         window="5m",
         value_expr=f"[[rule:{REJECTED_RATIO}]]",
         comparison=">",
-        compare_to="max_ratio",
+        compare_to=Threshold(
+            "max_ratio", 0.01, "number",
+            "Share of stats lines rejected above which the alert fires.",
+            minimum=0.0, maximum=1.0,
+        ),
         summary="The exporter rejects SGLang stats lines",
         description=(
             "{{ $value | humanizePercentage }} of the stats lines read on "
@@ -394,13 +397,6 @@ ALERTS: tuple[Alert, ...] = (
         ),
         meaning="A rising share of decode/prefill stats lines fails to parse: a new SGLang "
         "log format, or a custom logging config.",
-        thresholds=(
-            Threshold(
-                "max_ratio", 0.01, "number",
-                "Share of stats lines rejected above which the alert fires.",
-                minimum=0.0, maximum=1.0,
-            ),
-        ),
     ),
     Alert(
         name="SpecServeLogFileGap",
@@ -430,7 +426,11 @@ ALERTS: tuple[Alert, ...] = (
             f"{_WHILE_DECODING}"
         ),
         comparison=">",
-        compare_to="max_queued",
+        compare_to=Threshold(
+            "max_queued", 10.0, "number",
+            "Queued requests above which the alert fires.",
+            minimum=0.0,
+        ),
         summary="Requests are queueing",
         description=(
             "{{ $value }} requests are waiting in the queue on {{ $labels.instance }} "
@@ -438,13 +438,6 @@ ALERTS: tuple[Alert, ...] = (
         ),
         meaning="Queued requests (`#queue-req`, summed over DP ranks) stay above the "
         "threshold while decoding.",
-        thresholds=(
-            Threshold(
-                "max_queued", 10.0, "number",
-                "Queued requests above which the alert fires.",
-                minimum=0.0,
-            ),
-        ),
     ),
     Alert(
         name="SpecDecodeKVCacheNearFull",
@@ -456,7 +449,11 @@ ALERTS: tuple[Alert, ...] = (
             f"{_WHILE_DECODING}"
         ),
         comparison=">",
-        compare_to="max_ratio",
+        compare_to=Threshold(
+            "max_ratio", 0.95, "number",
+            "Token usage ratio above which the alert fires.",
+            minimum=0.0, maximum=1.0,
+        ),
         summary="The KV cache is nearly full",
         description=(
             "KV cache token usage on {{ $labels.instance }} is "
@@ -465,13 +462,6 @@ ALERTS: tuple[Alert, ...] = (
         ),
         meaning="KV-cache token usage of the fullest DP rank stays above the threshold while "
         "decoding.",
-        thresholds=(
-            Threshold(
-                "max_ratio", 0.95, "number",
-                "Token usage ratio above which the alert fires.",
-                minimum=0.0, maximum=1.0,
-            ),
-        ),
     ),
 )
 
