@@ -11,7 +11,8 @@ from specserve.monitoring.dashboard import dashboard_json
 from specserve.monitoring.grafana_alerting import grafana_alert_rules
 from specserve.monitoring.helm import helm_template, helm_values_text
 from specserve.monitoring.overrides import OverridesError, load_overrides_file, resolve_settings
-from specserve.monitoring.rules import DEFAULT_RUNBOOK_BASE_URL, render_rules
+from specserve.monitoring.prometheus import render_rules
+from specserve.monitoring.rules import DEFAULT_RUNBOOK_BASE_URL
 from specserve.monitoring.yamlio import dump_yaml
 
 _HEADER = "Rendered by `specserve rules {command}`{source}; regenerate rather than edit."

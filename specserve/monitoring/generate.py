@@ -18,12 +18,8 @@ from specserve.monitoring.grafana_alerting import (
 )
 from specserve.monitoring.grafana_provisioning import dashboard_provider, datasource_provisioning
 from specserve.monitoring.helm import helm_template, helm_values_text
-from specserve.monitoring.rule_tests import (
-    WINDOW_OVERRIDE_DIR,
-    promtool_test_files,
-    window_override_files,
-)
-from specserve.monitoring.rules import render_rules
+from specserve.monitoring.prometheus import render_rules
+from specserve.monitoring.promtool import promtool_cases
 from specserve.monitoring.yamlio import dump_yaml
 
 GENERATED = (
@@ -68,10 +64,11 @@ def artefacts() -> dict[str, Callable[[], str]]:
         ),
         "monitoring/alertmanager/alertmanager.yml": _yaml(alertmanager_config),
     }
-    for name, document in promtool_test_files().items():
+    cases = promtool_cases()
+    for name, document in cases.promtool_test_files().items():
         files[f"monitoring/prometheus/tests/{name}"] = _yaml(lambda d=document: d)
-    for name, document in window_override_files().items():
-        files[f"monitoring/prometheus/tests/{WINDOW_OVERRIDE_DIR}/{name}"] = _yaml(
+    for name, document in cases.window_override_files().items():
+        files[f"monitoring/prometheus/tests/{cases.WINDOW_OVERRIDE_DIR}/{name}"] = _yaml(
             lambda d=document: d, _WINDOW_NOTE
         )
     return files
