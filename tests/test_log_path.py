@@ -26,16 +26,16 @@ SCANNED = [
     "README.md", "ansible", "benchmarks", "charts", "docker", "docs", "exporter", "monitoring",
     "playbooks", "profiles", "scripts", "specserve",
 ]  # fmt: skip
-# Log paths that are not the SGLang log, each with the reason it is another file.
-OTHER_LOGS = {
+# Log paths that are not the SGLang log, each with the reason and the only files that may name it.
+OTHER_LOGS: dict[str, tuple[str, ...]] = {
     # The node's specserve log root: weights staging logs (ansible weights_log_dir); LOG_DIR is
     # a directory of its own under it because it is shared with the exporter.
-    "/var/log/specserve": "ansible/roles/weights/",
+    "/var/log/specserve": ("ansible/roles/weights/", "docs/ansible.md"),
     # The Docker engine the test set-up starts (scripts/setup/docker.sh).
-    "/var/log/specserve-dockerd.log": "scripts/setup/docker.sh",
+    "/var/log/specserve-dockerd.log": ("scripts/setup/docker.sh",),
     # A made-up `source` label value in the promtool data of SpecServeLogSourceDown: no part
     # reads it as a path.
-    "/var/log/sglang/server.log": "monitoring/prometheus/tests/",
+    "/var/log/sglang/server.log": ("monitoring/prometheus/tests/",),
 }
 LOG_PATH = re.compile(r"/var/log/[A-Za-z0-9_.\-/]*[A-Za-z0-9_\-]")
 
@@ -72,7 +72,7 @@ def test_no_other_log_path_anywhere() -> None:
             if path not in allowed:
                 stray.append(f"{_rel(file)}:{line}: {path}")
             elif path in OTHER_LOGS and not _rel(file).startswith(OTHER_LOGS[path]):
-                stray.append(f"{_rel(file)}:{line}: {path} (only for {OTHER_LOGS[path]})")
+                stray.append(f"{_rel(file)}:{line}: {path} (only in {OTHER_LOGS[path]})")
             used.add(path)
     assert not stray, (
         f"log paths other than {LOG_FILE} (specserve/logpath.py):\n" + "\n".join(stray)
@@ -139,11 +139,27 @@ def test_exporter_file_default_is_the_log_file(monkeypatch: pytest.MonkeyPatch) 
     assert build_parser().parse_args([]).file == "/srv/other.log"
 
 
+def _role_log_dirs() -> Iterator[tuple[str, str, object]]:
+    """(file, variable, default) of every `*_log_dir` in the roles' defaults and specs."""
+    for role in sorted((ROOT / "ansible" / "roles").iterdir()):
+        defaults = role / "defaults" / "main.yml"
+        if defaults.is_file():
+            for name, value in (yaml.safe_load(defaults.read_text(encoding="utf-8")) or {}).items():
+                if name.endswith("_log_dir"):
+                    yield _rel(defaults), name, value
+        specs = role / "meta" / "argument_specs.yml"
+        if specs.is_file():
+            entries = yaml.safe_load(specs.read_text(encoding="utf-8"))["argument_specs"]
+            for entry in entries.values():
+                for name, option in (entry.get("options") or {}).items():
+                    if name.endswith("_log_dir"):
+                        yield _rel(specs), name, option.get("default")
+
+
 def test_ansible_mounts_the_same_host_directory() -> None:
-    role = ROOT / "ansible" / "roles" / "server"
-    defaults = yaml.safe_load((role / "defaults" / "main.yml").read_text(encoding="utf-8"))
-    assert defaults["server_log_dir"] == LOG_DIR
-    specs = yaml.safe_load((role / "meta" / "argument_specs.yml").read_text(encoding="utf-8"))
-    entry = specs["argument_specs"]
-    options = {k: v for spec in entry.values() for k, v in spec["options"].items()}
-    assert options["server_log_dir"]["default"] == LOG_DIR
+    # The host directory mounted into the server and the exporter has the containers' path.
+    # weights_log_dir is the staging logs' directory on the host (OTHER_LOGS).
+    found = [(f, name, value) for f, name, value in _role_log_dirs() if name != "weights_log_dir"]
+    assert found, "no *_log_dir default in ansible/roles: where does Ansible mount the log?"
+    wrong = [f"{f}: {name}: {value}" for f, name, value in found if value != LOG_DIR]
+    assert not wrong, f"expected {LOG_DIR}: {wrong}"

@@ -1,0 +1,105 @@
+"""The README is a user's guide that stays true: its links resolve, its layout table names every
+top-level folder and every specserve subpackage, its test command is what CI runs, and the
+exporter's flags are all documented."""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from specserve_exporter.config import build_parser
+
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+CHART_README = ROOT / "charts" / "specserve" / "README.md"
+PAGES = sorted([README, CHART_README, *(ROOT / "docs").rglob("*.md")])
+# [text](target) outside code; images too. Targets with a scheme are not checked (no network).
+LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
+FENCE = re.compile(r"^```.*?^```", re.S | re.M)
+
+
+def _prose(path: Path) -> str:
+    text = FENCE.sub("", path.read_text(encoding="utf-8"))
+    return re.sub(r"`[^`\n]*`", "", text)
+
+
+def _slug(heading: str) -> str:
+    # GitHub's anchor: lower case, punctuation dropped (except - and _), spaces to hyphens.
+    text = re.sub(r"`", "", heading.strip().lower())
+    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+
+
+def _anchors(path: Path) -> set[str]:
+    text = FENCE.sub("", path.read_text(encoding="utf-8"))
+    return {_slug(h) for h in re.findall(r"^#{1,6} (.+)$", text, flags=re.M)}
+
+
+def _links() -> list[tuple[Path, str]]:
+    return [(page, target) for page in PAGES for target in LINK.findall(_prose(page))]
+
+
+@pytest.mark.parametrize(("page", "target"), _links(), ids=lambda v: str(v))
+def test_every_link_resolves(page: Path, target: str) -> None:
+    if re.match(r"^[a-z]+:", target):
+        return  # https:, mailto: ... : not fetched
+    file, _, anchor = target.partition("#")
+    dest = (page.parent / file).resolve() if file else page
+    where = f"{page.relative_to(ROOT)}: link {target}"
+    assert dest.exists(), f"{where}: {file} does not exist"
+    if anchor:
+        assert dest.suffix == ".md", f"{where}: an anchor into a file that is not Markdown"
+        assert anchor in _anchors(dest), f"{where}: no heading #{anchor} in {file or page.name}"
+
+
+def test_readme_links_every_doc_page() -> None:
+    linked = {(README.parent / t.partition("#")[0]).resolve() for t in LINK.findall(_prose(README))}
+    pages = {p.resolve() for p in (ROOT / "docs").glob("*.md")}
+    assert not pages - linked, f"docs pages the README does not link: {sorted(pages - linked)}"
+
+
+def _layout_paths() -> set[str]:
+    section = README.read_text(encoding="utf-8").split("## Layout", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| `")]
+    return {p.rstrip("/") for row in rows for p in re.findall(r"`([^`]+)`", row.split(" | ")[0])}
+
+
+def _ignored(name: str) -> bool:
+    patterns = (ROOT / ".gitignore").read_text(encoding="utf-8").split()
+    return any(fnmatch.fnmatch(name + "/", p.lstrip("/")) or fnmatch.fnmatch(name, p.strip("/"))
+               for p in patterns)
+
+
+def test_layout_lists_every_top_level_folder_and_subpackage() -> None:
+    folders = {p.name for p in ROOT.iterdir()
+               if p.is_dir() and not p.name.startswith(".") and not _ignored(p.name)}
+    subpackages = {f"specserve/{p.parent.name}" for p in (ROOT / "specserve").glob("*/__init__.py")}
+    listed = _layout_paths()
+    assert {"ansible", "specserve/bench", "specserve/upstream", "tests"} <= folders | subpackages
+    missing = sorted((folders - {"specserve"} | subpackages) - listed)
+    assert not missing, f"README's layout table does not list: {missing}"
+    stale = sorted(p for p in listed if not (ROOT / p).exists())
+    assert not stale, f"README's layout table lists paths that do not exist: {stale}"
+
+
+def test_readme_test_command_is_what_ci_runs() -> None:
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    (command,) = re.findall(r"^exec (.+)$", ci, flags=re.M)
+    block = re.search(r"## Two commands.*?```bash\n(.*?)```", README.read_text(encoding="utf-8"),
+                      flags=re.S)
+    assert block, "README lost its '## Two commands' code block"
+    commands = [shlex.split(line.split("#")[0]) for line in block.group(1).splitlines()]
+    assert shlex.split(command) in commands, f".ci/run runs {command!r}; the README does not"
+    for argv in commands:
+        assert (ROOT / argv[1]).is_file(), f"README's command {argv} names no script"
+
+
+def test_docs_list_every_exporter_flag() -> None:
+    doc = (ROOT / "docs" / "exporter.md").read_text(encoding="utf-8")
+    flags = {s for a in build_parser()._actions for s in a.option_strings if s.startswith("--")}
+    flags -= {"--help", "--speculative-num-draft-tokens"}  # argparse's; an alias of --draft-tokens
+    missing = sorted(f for f in flags if f"`{f}`" not in doc)
+    assert not missing, f"docs/exporter.md does not document {missing}"
