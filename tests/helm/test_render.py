@@ -245,14 +245,23 @@ def test_monitoring_objects(rendered: dict[str, Rendered]) -> None:
 
 
 def test_helm_test_pod(rendered: dict[str, Rendered]) -> None:
+    """The pod runs `specserve verify` (the Ansible gate) from the exporter image, against the
+    router, every pod's exporter and the release's own profile (speculation, graphs)."""
     pod = rendered["replicas-router"].one("Pod", "specserve-test")
     assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
-    env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
-    assert env["SPECSERVE_TEST_API_URL"] == "http://specserve-router.inference.svc:30000"
-    assert env["SPECSERVE_TEST_PODS_HOST"] == "specserve-pods.inference.svc"
-    assert env["SPECSERVE_TEST_FLOOR"] == "1.5"  # the SpecDecodeAcceptLengthLow floor
-    assert env["SPECSERVE_TEST_SPECULATIVE"] == "true"
-    script = rendered["replicas-router"].one("ConfigMap", "specserve-test")["data"][
-        "check_serving.py"
-    ]
-    assert script == (CHART / "files" / "helm-test" / "check_serving.py").read_text().rstrip("\n")
+    container = pod["spec"]["containers"][0]
+    assert container["image"].startswith("specserve/exporter:")
+    argv = container["command"]
+    assert argv[:2] == ["specserve", "verify"]
+    assert "--server=http://specserve-router.inference.svc:30000" in argv
+    assert "--exporter=http://specserve-pods.inference.svc:9433/metrics" in argv
+    assert "--each-address" in argv
+    assert "--floor=1.5" in argv  # the SpecDecodeAcceptLengthLow floor
+    assert "--knob=floor=tests.acceptLengthFloor" in argv  # messages name the values key
+    assert "--profile=/etc/specserve/profile.yaml" in argv
+    profile = next(v for v in pod["spec"]["volumes"] if v["name"] == "profile")
+    assert profile["configMap"]["name"] == "specserve-profile"
+    # Without the exporter sidecar there is nothing to read: health and completions only.
+    off = rendered["monitoring-off"].one("Pod", "specserve-test")["spec"]["containers"][0]
+    assert "--no-exporter" in off["command"]
+    assert not any(a.startswith("--exporter=") for a in off["command"])

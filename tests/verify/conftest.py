@@ -52,16 +52,16 @@ class Serving:
 
     def verify(self, *args: str, profile: Path | None = None, key: bool = True,
                stdin: str | None = None, exporter: str | None = None,
-               ) -> subprocess.CompletedProcess[str]:
+               env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
         argv = [str(BIN / "specserve"), "verify", "--server", self.server,
                 "--exporter", exporter or self.exporter, "--profile", str(profile or self.profile),
                 "--requests", "2", "--max-tokens", "120", "--metrics-timeout", "10",
                 "--request-timeout", "30"]
         if key:
             argv += ["--api-key-file", str(self.key_file)]
-        env = {k: v for k, v in os.environ.items() if k != "SPECSERVE_API_KEY"}
+        clean = {k: v for k, v in os.environ.items() if k != "SPECSERVE_API_KEY"}
         return subprocess.run([*argv, *args], capture_output=True, text=True, timeout=120,
-                              env=env, input=stdin, check=False)
+                              env={**clean, **(env or {})}, input=stdin, check=False)
 
 
 def _wait_http(url: str, timeout: float, request_timeout: float = 1) -> None:

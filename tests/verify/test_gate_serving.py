@@ -52,9 +52,16 @@ def test_wrong_api_key_fails_and_is_never_printed(speculative: Serving, tmp_path
     assert result.returncode == 1
     assert "HTTP 401" in result.stdout and "(the API key: server_api_key)" in result.stdout
     assert wrong not in result.stdout + result.stderr
-    # And from an environment variable: the same refusal, no value printed.
-    result = speculative.verify("--api-key-env", "NO_SUCH_VARIABLE_HERE", key=False)
-    assert result.returncode == 2 and "NO_SUCH_VARIABLE_HERE" in result.stderr
+    # No key at all: refused the same way.
+    keyless = speculative.verify(key=False)
+    assert keyless.returncode == 1 and "HTTP 401" in keyless.stdout
+    # From an environment variable: used, never printed; an unset one is a usage error.
+    by_env = speculative.verify("--api-key-env", "VERIFY_TEST_KEY", key=False,
+                                env={"VERIFY_TEST_KEY": API_KEY})
+    assert by_env.returncode == 0, by_env.stdout
+    assert API_KEY not in by_env.stdout + by_env.stderr
+    unset = speculative.verify("--api-key-env", "NO_SUCH_VARIABLE_HERE", key=False)
+    assert unset.returncode == 2 and "NO_SUCH_VARIABLE_HERE" in unset.stderr
 
 
 def test_chat_api_over_every_address_of_a_name(speculative: Serving) -> None:
