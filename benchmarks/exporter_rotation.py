@@ -31,6 +31,7 @@ from pathlib import Path
 
 from benchmarks import sglang_log
 from benchmarks.exporter_throughput import EXPORTER, ROOT, free_port
+from specserve_exporter import names
 
 BATCH = 500  # lines per write(): 80 writes/s at 40k lines/s, each whole lines
 
@@ -79,7 +80,7 @@ def start_followers(log: Path, mtail: str | None) -> list[Follower]:
             [*EXPORTER, "--source", "file", "--file", str(log),
              "--listen-address", f"127.0.0.1:{port}"],
             f"http://127.0.0.1:{port}/metrics",
-            "specserve_log_lines_read_total",
+            names.LOG_LINES_READ.total,
             log,
         )
     ]

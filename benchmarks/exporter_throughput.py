@@ -27,6 +27,7 @@ import urllib.request
 from pathlib import Path
 
 from benchmarks import sglang_log
+from specserve_exporter import names
 
 ROOT = Path(__file__).resolve().parent.parent
 EXPORTER = [sys.executable, "-m", "specserve_exporter"]
@@ -132,7 +133,7 @@ def latency(samples: int, workdir: Path) -> list[float]:
     def decode_count() -> float:
         with urllib.request.urlopen(url, timeout=2) as resp:
             for raw in resp.read().decode().splitlines():
-                if raw.startswith('specserve_log_lines_parsed_total{kind="decode"}'):
+                if raw.startswith(f'{names.LOG_LINES_PARSED.total}{{kind="decode"}}'):
                     return float(raw.split()[-1])
         return 0.0
 

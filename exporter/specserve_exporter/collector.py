@@ -17,15 +17,22 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from . import names
+from .fields import LINE_KINDS, Feed, Kind, Read, Value
 from .names import MetricType
-from .parser import Kind, Ranks, Reason
-from .state import USAGE_POOLS, LogState
+from .parser import Ranks, Reason
+from .state import LogState, Series
 
 _FAMILIES = {
     MetricType.COUNTER: CounterMetricFamily,
     MetricType.GAUGE: GaugeMetricFamily,
     MetricType.HISTOGRAM: HistogramMetricFamily,
 }
+
+# Every metric the stats lines feed, in the order names.ALL lists them.
+_LINE_METRICS: tuple[names.Metric, ...] = tuple(
+    m for m in names.ALL
+    if any(m is f.metric or m is k.last_seen for k in LINE_KINDS.values() for f in k.feeds)
+)
 
 
 class SourceStatus(Protocol):
@@ -60,8 +67,7 @@ class LogCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         with self.state.lock:
             yield from self._line_counters()
-            yield from self._decode()
-            yield from self._prefill()
+            yield from self._lines()
             yield from self._config()
         yield from self._source()
 
@@ -81,60 +87,41 @@ class LogCollector(Collector):
         yield _single(names.LOG_FILE_GAPS, s.log_file_gaps)
         yield _single(names.LOG_FILE_GAP_BYTES, s.log_file_gap_bytes)
 
-    def _decode(self) -> Iterator[Metric]:
+    def _lines(self) -> Iterator[Metric]:
+        """The metrics of the stats lines, each kind's as its field table says (fields.py)."""
         s = self.state
-        accept = _family(names.DECODE_ACCEPT_LENGTH)
-        last_accept = _family(names.DECODE_LAST_ACCEPT_LENGTH)
-        last_tput = _family(names.DECODE_LAST_GEN_THROUGHPUT)
-        running = _family(names.DECODE_RUNNING_REQUESTS)
-        queued = _family(names.DECODE_QUEUED_REQUESTS)
-        usage = _family(names.DECODE_TOKEN_USAGE)
-        graph = _family(names.DECODE_GRAPH_ENABLED)
-        printed_rate = _family(names.DECODE_PRINTED_ACCEPT_RATE)
-        draft_acceptance = _family(names.DECODE_DRAFT_ACCEPTANCE)
-        last_seen = _family(names.DECODE_LAST_LINE_TIMESTAMP)
-        for ranks, series in s.decode.items():
-            labels = _ranks(ranks)
-            hist = series.accept_length
-            if hist.count:
-                accept.add_metric(labels, hist.cumulative(), hist.sum)
-            last = series.last
-            if "accept_length" in last:
-                last_accept.add_metric(labels, last["accept_length"])
-                computed = s.draft_acceptance(last["accept_length"])
-                if computed is not None:
-                    draft_acceptance.add_metric(labels, computed)
-            if "accept_rate" in last:
-                printed_rate.add_metric(labels, last["accept_rate"])
-            if "gen_throughput" in last:
-                last_tput.add_metric(labels, last["gen_throughput"])
-            if "running_requests" in last:
-                running.add_metric(labels, last["running_requests"])
-            if "queued_requests" in last:
-                queued.add_metric(labels, last["queued_requests"])
-            for field_name, pool in USAGE_POOLS:
-                if field_name in last:
-                    usage.add_metric([*labels, pool], last[field_name])
-            if series.graph is not None:
-                graph.add_metric([*labels, series.graph[0]], 1.0 if series.graph[1] else 0.0)
-            last_seen.add_metric(labels, series.last_seen)
-        throughput = _family(names.DECODE_GEN_THROUGHPUT)
-        for (ranks, bucket), hist in s.throughput.items():
-            throughput.add_metric([*_ranks(ranks), bucket], hist.cumulative(), hist.sum)
-        yield from (accept, throughput, last_accept, last_tput, running, queued, usage, graph)
-        yield from (printed_rate, draft_acceptance, last_seen)
+        families = {m: _family(m) for m in _LINE_METRICS}
+        for kind, line_kind in LINE_KINDS.items():
+            for ranks, series in s.series[kind].items():
+                labels = _ranks(ranks)
+                for feed in line_kind.feeds:
+                    self._add(families[feed.metric], feed, series, labels)
+                if line_kind.last_seen is not None:
+                    families[line_kind.last_seen].add_metric(labels, series.last_seen)
+        yield from families.values()
 
-    def _prefill(self) -> Iterator[Metric]:
-        new = _family(names.PREFILL_NEW_TOKENS)
-        cached = _family(names.PREFILL_CACHED_TOKENS)
-        tput = _family(names.PREFILL_LAST_INPUT_THROUGHPUT)
-        for ranks, series in self.state.prefill.items():
-            labels = _ranks(ranks)
-            new.add_metric(labels, series.new_tokens)
-            cached.add_metric(labels, series.cached_tokens)
-            if series.last_input_throughput is not None:
-                tput.add_metric(labels, series.last_input_throughput)
-        yield from (new, cached, tput)
+    def _add(self, family: Metric, feed: Feed, series: Series, labels: list[str]) -> None:
+        metric = feed.metric
+        if feed.read is Read.EVERY_LINE:
+            if metric.type is MetricType.COUNTER:  # a counter from the first line of its kind on
+                hist = series.histograms.get((feed, ""))
+                family.add_metric(labels, 0.0 if hist is None else hist.sum)
+                return
+            for (of, key), hist in series.histograms.items():
+                if of is feed:
+                    family.add_metric([*labels, key] if feed.key else labels,
+                                      hist.cumulative(), hist.sum)
+            return
+        labels = [*labels, feed.field.label] if feed.field.label else labels
+        if feed.field.value is Value.GRAPH:
+            if series.graph is not None and series.graph[0] == feed.field.label:
+                family.add_metric(labels, 1.0 if series.graph[1] else 0.0)
+            return
+        value = series.gauges.get(feed.field.name)
+        if value is not None and metric is names.DECODE_DRAFT_ACCEPTANCE:
+            value = self.state.draft_acceptance(value)
+        if value is not None:
+            family.add_metric(labels, value)
 
     def _config(self) -> Iterator[Metric]:
         config = self.state.config

@@ -154,13 +154,14 @@ def _speculation(args: argparse.Namespace) -> SpeculationConfig:
     if args.profile:
         # Imported here: the profile library pulls in jsonschema, which --help does not need.
         from specserve.profile import ProfileError, load_profile
+        from specserve.profile.facts import facts
 
         try:
-            profile = load_profile(Path(args.profile))
+            profile = facts(load_profile(Path(args.profile)))
         except (ProfileError, OSError) as exc:
             raise ConfigError(f"--profile {args.profile}: {exc}") from exc
-        draft_tokens = profile.speculative_draft_tokens
-        baseline = dict(profile.baseline)
+        draft_tokens = profile.draft_tokens
+        baseline = dict(profile.baseline_tok_s)
     if args.draft_tokens is not None:
         if args.draft_tokens < 1:
             raise ConfigError("--draft-tokens must be at least 1")

@@ -4,7 +4,8 @@ The reference parser (parser.py) reads one line at a time. Most of an SGLang log
 one layout printed by one rank, so for a chunk whose stats lines all share the layout ("shape",
 shape.py) and rank of the last ones parsed, the chunk scanner (_scan.c) reads every stats line of
 the chunk in one call and returns the histograms and sums the metrics need. Gauges only show the
-last window, so they are set from the chunk's last line through the reference parser. Anything
+last window, so they are set from the chunk's last line through the reference parser. Both paths
+hand the state a Window (window.py) of what they read, through the one `LogState.observe`. Anything
 else (a new shape, several ranks, non-ASCII bytes, a line not of the shape) takes the reference
 parser for that chunk, which also learns the new shapes. Property tests keep the two paths equal.
 """
@@ -14,28 +15,18 @@ from __future__ import annotations
 import re
 import time
 
-from specserve.buckets import concurrency_bucket
-
-from .histogram import ACCEPT_LENGTH_BUCKETS, THROUGHPUT_BUCKETS
-from .parser import (
-    MAX_LINE_BYTES,
-    Kind,
-    Ranks,
-    Rejected,
-    StatsLine,
-    parse_line,
-)
-from .shape import MARKERS, HistogramSpec, Scanned, Shape
+from .fields import Feed, Kind, every_line
+from .parser import MAX_LINE_BYTES, Ranks, Rejected, StatsLine, parse_line
+from .shape import MARKERS, HistogramSpec, Shape
 from .state import LogState
+from .window import Sums, Window, WindowReader
 
 # How much of a chunk the reference path reads before the fast path is tried again.
 _SLOW_PIECE_BYTES = 64 * 1024
-_THROUGHPUT = HistogramSpec(b"gen throughput (token/s)", b"#running-req", THROUGHPUT_BUCKETS)
-_ACCEPT_LENGTH = HistogramSpec(b"accept len", None, ACCEPT_LENGTH_BUCKETS)
-_NEW_TOKENS = HistogramSpec(b"#new-token", None, ())
-_CACHED_TOKENS = HistogramSpec(b"#cached-token", None, ())
-_DECODE_HISTOGRAMS = (_THROUGHPUT, _ACCEPT_LENGTH)
-_PREFILL_HISTOGRAMS = (_NEW_TOKENS, _CACHED_TOKENS)  # sums only: no bounds
+# What the scanner sums for each kind: the field table's EVERY_LINE feeds.
+_SPECS: dict[Kind, tuple[tuple[Feed, HistogramSpec], ...]] = {
+    kind: tuple((feed, HistogramSpec.of(feed)) for feed in every_line(kind)) for kind in Kind
+}
 # The line specserve-launch's tee writes into the log file when the file comes back after it
 # could not be written (specserve/profile/logtee.py GAP_MARKER): lines the exporter never saw.
 LOG_GAP_MARKER = b"specserve-launch: log file unavailable from "
@@ -49,7 +40,6 @@ class Ingestor:
         self.state = state
         self._shapes: dict[Kind, Shape] = {}
         self._ranks: Ranks | None = None
-        self._buckets: dict[int, str] = {}
 
     def feed(self, chunk: bytes, now: float | None = None) -> None:
         """`chunk` holds complete lines, each ending with b"\\n"."""
@@ -83,6 +73,7 @@ class Ingestor:
 
     def _slow(self, chunk: bytes, now: float) -> None:
         state = self.state
+        reader = WindowReader()
         last: dict[Kind, tuple[bytes, StatsLine]] = {}
         for line in chunk.split(b"\n")[:-1]:
             result = parse_line(line)
@@ -91,8 +82,10 @@ class Ingestor:
             elif isinstance(result, Rejected):
                 state.rejected[result.reason] += 1
             else:
-                state.observe(result, now)
+                reader.add(result)
                 last[result.kind] = (line, result)
+        for window in reader.windows():
+            state.observe(window, now)
         self._learn(last)
 
     def _learn(self, last: dict[Kind, tuple[bytes, StatsLine]]) -> None:
@@ -117,7 +110,7 @@ class Ingestor:
         ranks = self._ranks
         if ranks is None or not chunk.isascii():
             return False
-        found: dict[Kind, tuple[Shape, Scanned]] = {}
+        found: dict[Kind, tuple[Shape, int, dict[Feed, Sums]]] = {}
         for kind, marker in MARKERS.items():
             if marker not in chunk:  # stops at the first occurrence: cheap
                 continue
@@ -126,38 +119,25 @@ class Ingestor:
                 return False
             if not shape.bracketed and b"] " + marker in chunk:
                 return False  # a custom-prefix shape must not swallow default-format lines
-            wanted = _DECODE_HISTOGRAMS if kind is Kind.DECODE else _PREFILL_HISTOGRAMS
-            scanned = shape.scan(chunk, wanted)
+            specs = _SPECS[kind]
+            scanned = shape.scan(chunk, [spec for _, spec in specs])
             if scanned is None:
                 return False  # a line holding the marker is not of this shape
-            found[kind] = (shape, scanned)
+            sums = {
+                feed: scanned.histograms[spec.value]
+                for feed, spec in specs if spec.value in scanned.histograms
+            }
+            found[kind] = (shape, scanned.lines, sums)
         # Every check passed: only now change state, so a fallback never counts a line twice.
-        state = self.state
         n_stats = 0
-        for kind, (shape, scanned) in found.items():
-            n_stats += scanned.lines
+        for kind, (shape, lines, sums) in found.items():
+            n_stats += lines
             last = parse_line(_last_line_containing(chunk, MARKERS[kind]))
             assert isinstance(last, StatsLine)  # it matched the shape, so it parses
-            state.parsed[kind] += scanned.lines
-            state.unknown_fields += shape.unknown_fields * scanned.lines
-            sums = scanned.histograms
-            if kind is Kind.DECODE:
-                for running, (counts, total) in sums[_THROUGHPUT.value].items():
-                    label = self._buckets.get(running)
-                    if label is None:
-                        label = self._buckets[running] = concurrency_bucket(running)
-                    state.throughput_histogram(ranks, label).merge(counts, total)
-                for counts, total in sums.get(_ACCEPT_LENGTH.value, {}).values():
-                    state.decode_series(ranks).accept_length.merge(counts, total)
-                state.set_last(last, state.decode_series(ranks), now)
-            else:
-                series = state.prefill_series(ranks)
-                series.new_tokens += sum(total for _, total in sums[_NEW_TOKENS.value].values())
-                series.cached_tokens += sum(
-                    total for _, total in sums.get(_CACHED_TOKENS.value, {}).values())
-                if "input_throughput" in last.values:
-                    series.last_input_throughput = last.values["input_throughput"]
-        state.lines_ignored += n_lines - n_stats
+            window = Window.scanned(
+                kind, ranks, lines, shape.unknown_fields * lines, sums, last)
+            self.state.observe(window, now)
+        self.state.lines_ignored += n_lines - n_stats
         return True
 
 

@@ -1,8 +1,9 @@
 """Parse one SGLang scheduler stats line (Decode or Prefill batch) into typed fields.
 
 This is the reference parser: it reads every variant in docs/log-formats.md field by field, so
-it knows each field it meets and counts the ones it does not. `ingest` parses whole chunks
-faster but must agree with this module on every line (a property test holds them together).
+it knows each field it meets (the field table, fields.py) and counts the ones it does not.
+`ingest` parses whole chunks faster but must agree with this module on every line (a property
+test holds them together).
 """
 
 from __future__ import annotations
@@ -11,10 +12,7 @@ import re
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-
-class Kind(StrEnum):
-    DECODE = "decode"
-    PREFILL = "prefill"
+from .fields import BY_PRINTED, EXPORTED, LINE_KINDS, Kind, Value
 
 
 class Reason(StrEnum):
@@ -41,7 +39,7 @@ NO_RANKS = Ranks()
 class StatsLine:
     kind: Kind
     ranks: Ranks
-    # Known fields, by the exporter's own field names (see FIELD_NAMES).
+    # Exported fields, by the exporter's own field names (fields.Field.name).
     values: dict[str, float] = field(default_factory=dict)
     graph: str | None = None  # "cuda", "cpu", ... when the line names a graph state
     graph_on: bool | None = None
@@ -54,73 +52,6 @@ class Rejected:
     line: bytes
 
 
-# SGLang's printed field names -> (exporter field name, converter).
-# Integers are parsed as float: every value ends up in a Prometheus sample anyway.
-FIELD_NAMES: dict[bytes, str] = {
-    b"#running-req": "running_requests",
-    b"#queue-req": "queued_requests",
-    b"#token": "tokens",
-    b"token usage": "token_usage",
-    b"#full token": "full_tokens",
-    b"full token usage": "full_token_usage",
-    b"#swa token": "swa_tokens",
-    b"swa token usage": "swa_token_usage",
-    b"mamba num": "mamba_num",
-    b"mamba usage": "mamba_usage",
-    b"#gpu token": "gpu_tokens",
-    b"gpu token usage": "gpu_token_usage",
-    b"#cpu token": "cpu_tokens",
-    b"cpu token usage": "cpu_token_usage",
-    b"accept len": "accept_length",
-    b"accept rate": "accept_rate",
-    b"gen throughput (token/s)": "gen_throughput",
-    b"input throughput (token/s)": "input_throughput",
-    b"pre-allocated usage": "preallocated_usage",
-    b"#retracted-req": "retracted_requests",
-    b"#prealloc-req": "prealloc_requests",
-    b"#transfer-req": "transfer_requests",
-    b"#new-seq": "new_seqs",
-    b"#new-token": "new_tokens",
-    b"#cached-token": "cached_tokens",
-    b"#pending-token": "pending_tokens",
-    b"#bootstrap-req": "bootstrap_requests",
-    b"#inflight-req": "inflight_requests",
-    b"waiting-image-req": "waiting_image_requests",
-    b"est. decode TFLOPS/s (per GPU)": "decode_tflops_per_gpu",
-    b"est. read BW (GB/s per GPU)": "read_bw_gbps_per_gpu",
-    b"est. write BW (GB/s per GPU)": "write_bw_gbps_per_gpu",
-    b"fwd occupancy": "fwd_occupancy",
-    b"fwd+idle occupancy": "fwd_idle_occupancy",
-    b"#replay-token": "replay_tokens",
-    b"#optimistic-req": "optimistic_requests",
-    b"#host-receive-req": "host_receive_requests",
-    b"cap len": "cap_length",
-    b"block accept len": "block_accept_length",
-    b"est. prefill TFLOPS/s (per GPU)": "prefill_tflops_per_gpu",
-    # DSPARK's online estimate of the uncapped accept length, "2.67 [1.67, 3.67]": mid [lo, hi].
-    b"est uncap acc len": "uncapped_accept_length_estimate",
-}
-GRAPH_LABELS: dict[bytes, str] = {
-    b"cuda graph": "cuda",
-    b"cpu graph": "cpu",
-    b"npu graph": "npu",
-    b"musa graph": "musa",
-}
-# The fields the exporter turns into metrics. Their values must be numbers or the line is
-# rejected (bad_value); other known fields are recognised (not counted as unknown) but not checked.
-EXPORTED_FIELDS: frozenset[str] = frozenset({
-    "running_requests", "queued_requests", "token_usage", "full_token_usage", "swa_token_usage",
-    "mamba_usage", "gpu_token_usage", "cpu_token_usage", "accept_length", "accept_rate",
-    "gen_throughput", "input_throughput", "new_tokens", "cached_tokens",
-})
-# Fields whose value is not a number, known but not exported.
-TEXT_FIELDS: frozenset[bytes] = frozenset({b"timestamp"})
-
-REQUIRED: dict[Kind, tuple[str, ...]] = {
-    Kind.DECODE: ("running_requests", "gen_throughput"),
-    Kind.PREFILL: ("new_tokens",),
-}
-
 # After "Decode batch"/"Prefill batch": optional iteration counter "[1234]", "." or ",", a space.
 # The groups (counter, separator) are what a learned shape (shape.py) repeats.
 HEAD_TAIL = re.compile(rb"( ?\[\d+\])?([.,]?) ")
@@ -131,8 +62,12 @@ _RANK_LABELS: dict[bytes, str] = {b"DP": "dp", b"TP": "tp", b"PP": "pp"}
 _rank_cache: dict[bytes, Ranks] = {}
 
 MAX_LINE_BYTES = 64 * 1024
-DECODE_MARKER = b"Decode batch"
-PREFILL_MARKER = b"Prefill batch"
+DECODE_MARKER = LINE_KINDS[Kind.DECODE].marker
+PREFILL_MARKER = LINE_KINDS[Kind.PREFILL].marker
+# The names of the fields a line of each kind must hold, or it is rejected (missing_field).
+_REQUIRED: dict[Kind, tuple[str, ...]] = {
+    kind: tuple(f.name for f in line_kind.required) for kind, line_kind in LINE_KINDS.items()
+}
 
 
 def parse_ranks(rank_part: bytes) -> Ranks:
@@ -196,23 +131,23 @@ def parse_line(line: bytes) -> StatsLine | Rejected | None:
         if not sep:
             parsed.unknown_fields += 1
             continue
-        key = FIELD_NAMES.get(name)
-        if key is not None:
-            if key not in EXPORTED_FIELDS:
-                continue
-            number = _number(raw.strip())
-            if number is None:
-                return Rejected(Reason.BAD_VALUE, line)
-            values[key] = number
-        elif name in GRAPH_LABELS:
+        known = BY_PRINTED.get(name)
+        if known is None:
+            parsed.unknown_fields += 1
+        elif known not in EXPORTED:
+            continue  # recognised; not a metric, so not checked
+        elif known.value is Value.GRAPH:
             raw = raw.strip()
             if raw not in (b"True", b"False"):
                 return Rejected(Reason.BAD_VALUE, line)
-            parsed.graph = GRAPH_LABELS[name]
+            parsed.graph = known.label
             parsed.graph_on = raw == b"True"
-        elif name not in TEXT_FIELDS:
-            parsed.unknown_fields += 1
-    for required in REQUIRED[kind]:
+        else:
+            number = _number(raw.strip())
+            if number is None:
+                return Rejected(Reason.BAD_VALUE, line)
+            values[known.name] = number
+    for required in _REQUIRED[kind]:
         if required not in values:
             return Rejected(Reason.MISSING_FIELD, line)
     return parsed
@@ -250,13 +185,14 @@ def read_fields(line: bytes) -> dict[bytes, float | bool | bytes] | None:
     for part in split_fields(line[head.end():].strip().rstrip(b",").strip()):
         name, _, raw = part.partition(b": ")
         raw = raw.strip()
-        if name in GRAPH_LABELS:
+        known = BY_PRINTED.get(name)
+        if known is None or known.value is Value.TEXT:
+            out[name] = raw
+        elif known.value is Value.GRAPH:
             out[name] = raw == b"True"
-        elif name in FIELD_NAMES:
+        else:
             number = _number(raw.partition(b" [")[0])
             out[name] = raw if number is None else number
-        else:
-            out[name] = raw
     return out
 
 

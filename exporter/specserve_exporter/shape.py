@@ -20,17 +20,9 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 from . import _scan
-from .parser import (
-    DECODE_MARKER,
-    EXPORTED_FIELDS,
-    FIELD_NAMES,
-    GRAPH_LABELS,
-    HEAD_TAIL,
-    PREFILL_MARKER,
-    Kind,
-    StatsLine,
-    split_fields,
-)
+from .fields import BY_PRINTED, EXPORTED, LINE_KINDS, Feed, Kind, Value, captured_fields
+from .parser import HEAD_TAIL, StatsLine, split_fields
+from .window import Sums
 
 
 class Op(IntEnum):
@@ -50,12 +42,16 @@ if any(getattr(_scan, f"OP_{op.name}", None) != op for op in Op):
         "(pip install -e . or bash scripts/setup/python.sh)"
     )
 
-MARKERS: dict[Kind, bytes] = {Kind.DECODE: DECODE_MARKER, Kind.PREFILL: PREFILL_MARKER}
-# The values read from every line, per kind; the gauges come from the chunk's last line. The
-# first one is required by the reference parser, so a shape always has it.
+MARKERS: dict[Kind, bytes] = {kind: line_kind.marker for kind, line_kind in LINE_KINDS.items()}
+# The values read from every line, per kind (the field table's EVERY_LINE feeds and their keys);
+# the gauges come from the chunk's last line.
 CAPTURED: dict[Kind, tuple[bytes, ...]] = {
-    Kind.DECODE: (b"#running-req", b"accept len", b"gen throughput (token/s)"),
-    Kind.PREFILL: (b"#new-token", b"#cached-token"),
+    kind: tuple(f.printed for f in captured_fields(kind)) for kind in Kind
+}
+# Of those, the ones the reference parser requires: a shape must have them.
+_REQUIRED_CAPTURED: dict[Kind, frozenset[bytes]] = {
+    kind: frozenset(f.printed for f in line_kind.required) & frozenset(CAPTURED[kind])
+    for kind, line_kind in LINE_KINDS.items()
 }
 # A slot index meaning none: a number only checked, a histogram over all lines (no key).
 NO_SLOT = -1
@@ -77,9 +73,12 @@ class HistogramSpec:
     key: bytes | None
     bounds: tuple[float, ...]
 
+    @classmethod
+    def of(cls, feed: Feed) -> HistogramSpec:
+        """The sums an EVERY_LINE feed of the field table needs."""
+        key = None if feed.key is None else feed.key.printed
+        return cls(feed.field.printed, key, feed.bounds)
 
-# Per key (0 when unkeyed): the count in each bucket, +Inf last, and the sum.
-Sums = dict[int, tuple[list[int], float]]
 
 
 @dataclass(frozen=True)
@@ -134,7 +133,8 @@ class Shape:
                 program.append((Op.LITERAL, part))  # an unknown bare word: the same text
                 continue
             program.append((Op.LITERAL, name + b": "))
-            if name in CAPTURED[kind] or FIELD_NAMES.get(name) in EXPORTED_FIELDS:
+            known = BY_PRINTED.get(name)
+            if name in CAPTURED[kind] or (known in EXPORTED and known.value is Value.NUMBER):
                 slot = NO_SLOT  # an exported value of the last line only: checked, not read
                 if name in CAPTURED[kind]:
                     slot = len(captured)
@@ -142,7 +142,7 @@ class Shape:
                 program.append((_number_op(raw.removesuffix(b"%")), slot))
                 if raw.endswith(b"%"):
                     program.append((Op.LITERAL, b"%"))
-            elif name in GRAPH_LABELS:
+            elif known is not None and known.value is Value.GRAPH:
                 program.append((Op.BOOLEAN, None))
             elif b"[" in raw:
                 # A bracketed value (DSPARK's "2.67 [1.67, 3.67]") holds ", ", which TEXT stops
@@ -152,8 +152,8 @@ class Shape:
             else:
                 program.append((Op.TEXT, None))
         program.append((Op.LITERAL, line_end))
-        if not captured or captured[0] != CAPTURED[kind][0]:
-            raise ValueError("the required first value is missing")
+        if not captured or not _REQUIRED_CAPTURED[kind] <= set(captured):
+            raise ValueError("a required value is missing")
         self.captured = tuple(captured)
         self.program = _merge_literals(program)
         self.unknown_fields = parsed.unknown_fields

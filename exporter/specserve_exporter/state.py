@@ -1,47 +1,42 @@
-"""What the exporter knows: counters, last-window gauges and histograms, keyed by rank.
+"""What the exporter knows: counters, last-window gauges and histograms, keyed by kind and rank.
 
 One `LogState` per exporter. Sources feed it under its lock; the collector reads it under the same
-lock at scrape time. Nothing here knows about files, Docker or HTTP.
+lock at scrape time. Nothing here knows about files, Docker or HTTP. `observe` is the one place a
+parsed window changes it, for the reference and the fast path alike; what it keeps of each field
+is the field table's (fields.py).
 """
 
 from __future__ import annotations
 
 import threading
-import time
 from collections import Counter
 from dataclasses import dataclass, field
 
 from specserve.buckets import concurrency_bucket
 
-from .histogram import ACCEPT_LENGTH_BUCKETS, THROUGHPUT_BUCKETS, Histogram
-from .parser import Kind, Ranks, Reason, StatsLine
+from .fields import LINE_KINDS, Feed, Kind, Read, Value
+from .histogram import Histogram
+from .parser import Ranks, Reason
+from .window import Window
 
-# Token-usage fields by KV pool, in the order SGLang's model kinds print them.
-USAGE_POOLS: tuple[tuple[str, str], ...] = (
-    ("token_usage", "kv"),
-    ("full_token_usage", "full"),
-    ("swa_token_usage", "swa"),
-    ("mamba_usage", "mamba"),
-    ("gpu_token_usage", "gpu"),
-    ("cpu_token_usage", "cpu"),
-)
+# The numeric gauges of the last line, by kind: cleared when the last line lacks them.
+_LAST_LINE: dict[Kind, tuple[str, ...]] = {
+    kind: tuple(dict.fromkeys(
+        f.field.name for f in line_kind.feeds
+        if f.read is Read.LAST_LINE and f.field.value is Value.NUMBER))
+    for kind, line_kind in LINE_KINDS.items()
+}
 
 
 @dataclass
-class DecodeSeries:
-    """Last decode window of one printing rank."""
+class Series:
+    """The lines of one kind printed by one rank."""
 
-    accept_length: Histogram = field(default_factory=lambda: Histogram(ACCEPT_LENGTH_BUCKETS))
-    last: dict[str, float] = field(default_factory=dict)
+    # EVERY_LINE feeds, by feed and the key's label ("" when the feed has no key).
+    histograms: dict[tuple[Feed, str], Histogram] = field(default_factory=dict)
+    gauges: dict[str, float] = field(default_factory=dict)  # by field name
     graph: tuple[str, bool] | None = None
     last_seen: float = 0.0
-
-
-@dataclass
-class PrefillSeries:
-    new_tokens: float = 0.0
-    cached_tokens: float = 0.0
-    last_input_throughput: float | None = None
 
 
 @dataclass(frozen=True)
@@ -63,59 +58,45 @@ class LogState:
         self.unknown_fields = 0
         self.log_file_gaps = 0  # specserve-launch's gap markers (ingest.LOG_GAP_MARKER)
         self.log_file_gap_bytes = 0
-        self.decode: dict[Ranks, DecodeSeries] = {}
-        self.throughput: dict[tuple[Ranks, str], Histogram] = {}
-        self.prefill: dict[Ranks, PrefillSeries] = {}
+        self.series: dict[Kind, dict[Ranks, Series]] = {kind: {} for kind in Kind}
+        self._key_labels: dict[int, str] = {}
 
     # --- called with self.lock held -------------------------------------------------------
 
-    def decode_series(self, ranks: Ranks) -> DecodeSeries:
-        series = self.decode.get(ranks)
+    def observe(self, window: Window, now: float) -> None:
+        """Everything one window of parsed lines changes: counters, histograms and gauges."""
+        self.parsed[window.kind] += window.lines
+        self.unknown_fields += window.unknown_fields
+        by_rank = self.series[window.kind]
+        series = by_rank.get(window.ranks)
         if series is None:
-            series = self.decode[ranks] = DecodeSeries()
-        return series
+            series = by_rank[window.ranks] = Series()
+        histograms = series.histograms
+        for feed, sums in window.sums.items():
+            for key, (counts, total) in sums.items():
+                label = "" if feed.key is None else self._key_label(key)
+                hist = histograms.get((feed, label))
+                if hist is None:
+                    hist = histograms[(feed, label)] = Histogram(feed.bounds)
+                hist.merge(counts, total)
+        gauges = series.gauges
+        if window.last is not None:
+            values = window.last.values
+            for name in _LAST_LINE[window.kind]:
+                if name in values:
+                    gauges[name] = values[name]
+                else:
+                    gauges.pop(name, None)
+        gauges.update(window.printed)
+        if window.graph is not None:
+            series.graph = window.graph
+        series.last_seen = now
 
-    def throughput_histogram(self, ranks: Ranks, bucket: str) -> Histogram:
-        key = (ranks, bucket)
-        hist = self.throughput.get(key)
-        if hist is None:
-            hist = self.throughput[key] = Histogram(THROUGHPUT_BUCKETS)
-        return hist
-
-    def observe(self, line: StatsLine, now: float | None = None) -> None:
-        """Everything one parsed line changes: histograms, counters and the last-value gauges."""
-        self.parsed[line.kind] += 1
-        self.unknown_fields += line.unknown_fields
-        if line.kind is Kind.PREFILL:
-            self._observe_prefill(line)
-            return
-        values = line.values
-        series = self.decode_series(line.ranks)
-        if "accept_length" in values:
-            series.accept_length.observe(values["accept_length"])
-        bucket = concurrency_bucket(int(values["running_requests"]))
-        self.throughput_histogram(line.ranks, bucket).observe(values["gen_throughput"])
-        self.set_last(line, series, now)
-
-    def set_last(self, line: StatsLine, series: DecodeSeries, now: float | None) -> None:
-        """The gauges: they show the last window only, so only the last line of a batch matters."""
-        series.last = dict(line.values)
-        if line.graph is not None and line.graph_on is not None:
-            series.graph = (line.graph, line.graph_on)
-        series.last_seen = time.time() if now is None else now
-
-    def prefill_series(self, ranks: Ranks) -> PrefillSeries:
-        series = self.prefill.get(ranks)
-        if series is None:
-            series = self.prefill[ranks] = PrefillSeries()
-        return series
-
-    def _observe_prefill(self, line: StatsLine) -> None:
-        series = self.prefill_series(line.ranks)
-        series.new_tokens += line.values.get("new_tokens", 0.0)
-        series.cached_tokens += line.values.get("cached_tokens", 0.0)
-        if "input_throughput" in line.values:
-            series.last_input_throughput = line.values["input_throughput"]
+    def _key_label(self, key: int) -> str:
+        label = self._key_labels.get(key)
+        if label is None:
+            label = self._key_labels[key] = concurrency_bucket(key)
+        return label
 
     def draft_acceptance(self, accept_length: float) -> float | None:
         """The exporter's own draft-acceptance rate: (accept_len - 1) / (draft_tokens - 1).

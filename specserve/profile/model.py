@@ -11,13 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from specserve.profile.facts import NO_SPECULATION, gpus_needed, speculates
+
 DEFAULT_LAUNCH_COMMAND: tuple[str, ...] = ("python3", "-m", "sglang.launch_server")
-# The algorithms the product supports (its checks, tuning and gate are written for them); SGLang
-# upper-cases the name (speculative_hook.handle_speculative_decoding), so the schema also takes
-# the lower-case spelling and the model keeps the canonical upper-case one. SGLang's newer
-# built-ins (DFLASH, DSPARK, UNO) are refused by the schema: nothing here checks their drafters.
-SPECULATIVE_ALGORITHMS: tuple[str, ...] = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
-NO_SPECULATION = "none"
 
 
 @dataclass(frozen=True)
@@ -40,7 +36,7 @@ class Drafter:
 
     @property
     def enabled(self) -> bool:
-        return self.algorithm != NO_SPECULATION
+        return speculates(self.algorithm)
 
 
 @dataclass(frozen=True)
@@ -52,9 +48,7 @@ class Parallelism:
 
     @property
     def gpus_needed(self) -> int:
-        # With DP attention the DP ranks live inside the TP group; without it each DP replica
-        # is a full TP group of its own.
-        return self.tp if self.enable_dp_attention else self.tp * self.dp
+        return gpus_needed(self.tp, self.dp, self.enable_dp_attention)
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,8 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
+from specserve.profile.facts import NO_SPECULATION, SPECULATIVE_ALGORITHMS
 from specserve.profile.issues import Issue, error
-from specserve.profile.model import NO_SPECULATION, SPECULATIVE_ALGORITHMS
 
 
 @cache

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
+from specserve.profile.facts import speculates
 from specserve.upstream import PINNED_VERSION, VERIFIED_VERSIONS, sglang_contract
 from specserve.upstream import SGLangContract as Contract
 
@@ -62,7 +63,7 @@ def resolve_version(explicit: str | None = None, environ: Mapping[str, str] | No
 def speculative_running_cap(contract: Contract, algorithm: str | None) -> int | None:
     """max_running_requests SGLang sets when speculation with `algorithm` is on and it is unset
     (48 for every supported algorithm in 0.5.21 and 0.5.23); None without speculation."""
-    if algorithm is None or algorithm == "none":
+    if not speculates(algorithm):
         return None
     by_handler: dict[str, int] = contract.facts["max_running_requests_cap"]["by_handler"]
     handler = _CAP_HANDLER.get(algorithm.upper(), "_handle_eagle_family")

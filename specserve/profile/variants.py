@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from specserve.profile.facts import document_speculates
 from specserve.profile.model import canonical_algorithm
 from specserve.profile.sglang import resolve_version, sglang_contract, speculative_running_cap
 
@@ -26,7 +27,7 @@ def speculative_max_running_requests(
     explicit = server.get("max_running_requests")
     drafter = doc.get("drafter") or {}
     algorithm = drafter.get("algorithm")
-    if not isinstance(algorithm, str) or canonical_algorithm(algorithm) == "none":
+    if not document_speculates(doc):
         return None
     if isinstance(explicit, int) and not isinstance(explicit, bool):
         return explicit

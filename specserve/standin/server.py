@@ -27,6 +27,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from specserve.profile.facts import probe_host
 from specserve.standin import STANDIN_NAME, STANDIN_NOTICE
 from specserve.standin.args import ResolutionError, StandinArgs, architectures, parse_args
 from specserve.standin.behaviour import BehaviourError, BehaviourSource, load_json_or_none
@@ -162,8 +163,7 @@ def _arm_crash(knobs: Knobs, printer: LinePrinter) -> None:
 
 
 def _self_url(args: StandinArgs) -> str:
-    host = "127.0.0.1" if args.host in ("0.0.0.0", "::", "") else args.host
-    return f"http://{host}:{args.port}"
+    return f"http://{probe_host(args.host)}:{args.port}"
 
 
 def warm_up(args: StandinArgs) -> str | None:

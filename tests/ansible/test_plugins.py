@@ -106,9 +106,24 @@ def test_profile_facts_of_the_shipped_profiles() -> None:
     assert kimi["draft_tokens"] == 4 and kimi["baseline"] == "1=90"
     assert kimi["api_key_file"] == "/run/secrets/specserve/api-key"
     assert kimi["target_path"] == "/models/Kimi-K2.5"
+    assert kimi["health_url"] == "http://127.0.0.1:8000/health_generate"
+    assert kimi["ready_url"] == "http://127.0.0.1:8000/ready"
+    assert kimi["metrics_url"] == "http://127.0.0.1:8000/metrics"
     standin = profile_filter.profile_facts(str(ROOT / "profiles/standin-cpu.yaml"))
     assert standin["gpu_count"] == 0 and standin["api_key_file"] == ""
+    assert standin["gpus_needed"] == 1  # tp 1 on the CPU: no GPU asked for, none needed
     assert standin["drafter_path"] == "../tests/fixtures/models/EAGLE3-LLaMA3.1-Instruct-8B"
+    # Ansible 2.19 conditionals take booleans only, and a None would render as "None".
+    assert None not in standin.values() and None not in kimi.values()
+
+
+@pytest.mark.parametrize(
+    ("host", "local"),
+    [("0.0.0.0", "127.0.0.1"), ("::", "127.0.0.1"), ("", "127.0.0.1"), (None, "127.0.0.1"),
+     ("10.0.0.5", "10.0.0.5"), ("127.0.0.1", "127.0.0.1")],
+)
+def test_local_host_reaches_a_wildcard_bind_on_loopback(host: str | None, local: str) -> None:
+    assert profile_filter.local_host(host) == local
 
 
 def test_profile_facts_refuse_a_schema_error(tmp_path: Path) -> None:

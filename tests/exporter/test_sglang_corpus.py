@@ -17,16 +17,9 @@ import pytest
 import yaml
 
 from specserve_exporter import ingest
+from specserve_exporter.fields import BY_PRINTED, EXPORTED, Value
 from specserve_exporter.ingest import Ingestor
-from specserve_exporter.parser import (
-    EXPORTED_FIELDS,
-    FIELD_NAMES,
-    GRAPH_LABELS,
-    Kind,
-    StatsLine,
-    parse_line,
-    read_fields,
-)
+from specserve_exporter.parser import Kind, StatsLine, parse_line, read_fields
 
 from .test_ingest import ReferenceIngestor, assert_same
 
@@ -60,7 +53,8 @@ def corpus(version: str) -> tuple[list[bytes], list[dict[str, Any]]]:
 
 def value_of(name: str, printed: str) -> float | bool:
     """What the exporter must read from a printed value (independent of the parser's code)."""
-    if name.encode() in GRAPH_LABELS:
+    known = BY_PRINTED.get(name.encode())
+    if known is not None and known.value is Value.GRAPH:
         assert printed in ("True", "False")
         return printed == "True"
     if name == "est uncap acc len":  # "mid [lo, hi]": the mid value
@@ -138,14 +132,14 @@ def test_reference_parser_reads_every_line_exactly(version: str) -> None:
         assert [name.decode() for name in read] == [name for name, _ in row["fields"]], where
         for name, printed in row["fields"]:
             key = name.encode()
-            assert key in FIELD_NAMES or key in GRAPH_LABELS, f"unknown field {name!r}: {where}"
+            known = BY_PRINTED.get(key)
+            assert known is not None, f"unknown field {name!r}: {where}"
             want = value_of(name, printed)
             assert read[key] == want, f"{name}: read {read[key]!r}, printed {printed}: {where}"
-            exported = FIELD_NAMES.get(key)
-            if exported in EXPORTED_FIELDS:
-                assert parsed.values[exported] == want, f"{name}: {where}"
-            if key in GRAPH_LABELS:
-                assert (parsed.graph, parsed.graph_on) == (GRAPH_LABELS[key], want), where
+            if known in EXPORTED and known.value is Value.NUMBER:
+                assert parsed.values[known.name] == want, f"{name}: {where}"
+            if known.value is Value.GRAPH:
+                assert (parsed.graph, parsed.graph_on) == (known.label, want), where
 
 
 def chunkings(lines: list[bytes]) -> dict[str, list[bytes]]:

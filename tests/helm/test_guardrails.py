@@ -56,12 +56,12 @@ def test_profile_literal_api_key_is_refused_by_the_schema(tools: Path, tmp_path:
 GUARDRAILS = [
     (
         ["--set", "profileOverrides.parallelism.tp=4"],
-        "profile.parallelism: tp x dp = 4 GPUs but profile.gpu.count asks for 8; the pod's "
-        "nvidia.com/gpu comes from gpu.count. Fix: make tp x dp equal gpu.count (e.g. tp: 8)",
+        "profile.parallelism.tp: tp x dp = 4 GPUs but gpu.count asks for 8. "
+        "Fix: make tp x dp equal gpu.count (e.g. tp: 8)",
     ),
     (
         ["--set", "profileOverrides.parallelism.dp=2"],
-        "tp x dp = 16 GPUs but profile.gpu.count asks for 8",
+        "tp x dp = 16 GPUs but gpu.count asks for 8",
     ),
     (
         ["--set", "server.resources.limits.nvidia\\.com/gpu=4"],

@@ -492,7 +492,7 @@ def test_unsupported_algorithm_is_refused_with_the_valid_list(tmp_path, value, p
 
 
 def test_every_supported_algorithm_is_one_sglang_accepts():
-    from specserve.profile.model import SPECULATIVE_ALGORITHMS
+    from specserve.profile.facts import SPECULATIVE_ALGORITHMS
 
     for version in VERIFIED_VERSIONS:
         contract = sglang_contract(version)

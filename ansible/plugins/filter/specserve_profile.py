@@ -1,21 +1,19 @@
 """Facts about a deployment profile, read with the same library the launcher uses.
 
-The roles need a few values out of the profile (GPU count, port, draft tokens, model paths);
-reading them through `specserve.profile` keeps schema defaults and path rules in one place.
+A thin wrapper over `specserve.profile.facts`, where every derived value (GPU count, port, probe
+host and URLs, speculation, draft tokens, log file, model paths as written) is decided once.
 Runs on the controller, inside the Python that runs ansible-playbook (the repo's .venv).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-import yaml
-
 try:
-    from specserve.profile.loader import ProfileError, load_profile
+    from specserve.profile.facts import load_facts, probe_host
+    from specserve.profile.loader import ProfileError
 except ImportError:  # pragma: no cover - depends on how ansible-playbook was started
-    load_profile = None  # type: ignore[assignment]
+    load_facts = None  # type: ignore[assignment]
     ProfileError = Exception  # type: ignore[assignment,misc]
 
 try:
@@ -23,53 +21,31 @@ try:
 except ImportError:  # pragma: no cover - unit tests import this without Ansible
     AnsibleFilterError = ValueError  # type: ignore[assignment,misc]
 
-_WILDCARD_HOSTS = ("0.0.0.0", "::", "")
 
-
-def profile_facts(path: str) -> dict[str, Any]:
-    """The values the roles use, with the library's defaults filled in.
-
-    Absent values are "" or 0, never None: Ansible 2.19 conditionals must be booleans.
-    """
-    if load_profile is None:
+def _library() -> None:
+    if load_facts is None:
         raise AnsibleFilterError(
             "the specserve Python package is not importable by ansible-playbook: run it from the "
             "repository's virtual environment (.venv/bin/ansible-playbook, see docs/ansible.md)"
         )
+
+
+def profile_facts(path: str) -> dict[str, Any]:
+    """The values the roles use (ProfileFacts.as_ansible_dict: "" or 0, never None)."""
+    _library()
     try:
-        profile = load_profile(path)
+        return load_facts(path).as_ansible_dict()
     except ProfileError as exc:
         raise AnsibleFilterError(str(exc)) from None
-    raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    server = profile.server
-    spec = profile.speculative
-    secret = server.api_key
-    probe_host = "127.0.0.1" if server.host in _WILDCARD_HOSTS else server.host
-    return {
-        "name": profile.name,
-        "gpu_count": profile.gpu.count,
-        "gpu_min_memory_gib": float(profile.gpu.min_memory_gib),
-        "gpu_topology": profile.gpu.topology,
-        "nccl_preset": profile.nccl.preset,
-        "server_host": server.host,
-        "server_port": server.port,
-        "probe_host": probe_host,
-        "enable_metrics": server.enable_metrics,
-        "speculative": spec is not None,
-        "algorithm": "" if spec is None else spec.algorithm,
-        "draft_tokens": profile.speculative_draft_tokens or 0,
-        "api_key_file": (secret.file if secret else None) or "",
-        "api_key_env": (secret.env if secret else None) or "",
-        "logging_file": profile.logging.file or "",
-        "baseline": ",".join(f"{k}={v:g}" for k, v in profile.baseline.items()),
-        "baseline_tok_s": dict(profile.baseline),
-        # As written in the profile: the paths the server sees inside its container.
-        "target_path": raw["target"]["path"],
-        "drafter_path": (raw.get("drafter") or {}).get("path") or "",
-        "served_model_name": profile.target.served_model_name or "",
-    }
+
+
+def local_host(host: str) -> str:
+    """The address that reaches a listener bound to `host` from its own machine (a wildcard
+    bind is reached on 127.0.0.1): the same rule the profile's probe_host follows."""
+    _library()
+    return probe_host(str(host or ""))
 
 
 class FilterModule:
     def filters(self) -> dict[str, Any]:
-        return {"specserve_profile_facts": profile_facts}
+        return {"specserve_profile_facts": profile_facts, "specserve_local_host": local_host}

@@ -20,6 +20,7 @@ from specserve.buckets import concurrency_bucket
 
 try:
     from specserve.profile.checks import CheckOptions, run_checks
+    from specserve.profile.facts import document_speculates
     from specserve.profile.model import profile_from_document
     from specserve.profile.schema import schema_issues
     from specserve.profile.variants import speculative_max_running_requests
@@ -81,14 +82,13 @@ def profile_edit(
                 doc["server"] = {}
             doc["server"]["max_running_requests"] = cap
     elif isinstance(speculative, dict):
-        drafter = doc.get("drafter")
-        if not isinstance(drafter, dict) or drafter.get("algorithm") in (None, "none"):
+        if not document_speculates(doc):
             raise AnsibleFilterError(
                 "the profile has no drafter to tune: set drafter (algorithm, path) first"
             )
         for key in TREE:
             if key in speculative:
-                drafter[key] = int(speculative[key])
+                doc["drafter"][key] = int(speculative[key])
         preset = speculative.get("nccl_preset")
         if preset:
             doc.setdefault("nccl", {})["preset"] = str(preset)

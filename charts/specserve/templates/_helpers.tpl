@@ -81,6 +81,17 @@ server.host (the profile library's default, and what profiles use on a shared ho
 {{- dig "logging" "file" "" (include "specserve.profileYaml" . | fromYaml) | default "" }}
 {{- end }}
 
+{{/* The rotated log's most bytes on disk: max_bytes x (backup_count + 1). */}}
+{{- define "specserve.logBudgetBytes" -}}
+{{- $p := include "specserve.profileYaml" . | fromYaml }}
+{{- mul (add1 (int (dig "logging" "backup_count" 5 $p))) (int64 (dig "logging" "max_bytes" 104857600 $p)) }}
+{{- end }}
+
+{{/* "true" when SGLang serves /metrics (server.enable_metrics). */}}
+{{- define "specserve.enableMetrics" -}}
+{{- if dig "server" "enable_metrics" true (include "specserve.profileYaml" . | fromYaml) }}true{{ end }}
+{{- end }}
+
 {{- define "specserve.apiKeyFile" -}}
 {{- $key := dig "server" "api_key" dict (include "specserve.profileYaml" . | fromYaml) | default dict }}
 {{- $key.file | default "" }}
@@ -111,14 +122,20 @@ Every guardrail the schema cannot express, with the field, the problem and the f
 */}}
 {{- define "specserve.validate" -}}
 {{- $p := include "specserve.profileYaml" . | fromYaml }}
+{{- /* The GPU rule of specserve/profile/checks/parallelism.py, word for word (the pod's GPU
+resources come from gpu.count; tests/helm/test_profile_facts_parity.py compares the two). */}}
 {{- $par := $p.parallelism | default dict }}
 {{- $tp := int ($par.tp | default 1) }}
 {{- $dp := int ($par.dp | default 1) }}
 {{- $needed := mul $tp $dp }}
-{{- if $par.enable_dp_attention }}{{ $needed = $tp }}{{ end }}
+{{- $how := "tp x dp" }}
+{{- if $par.enable_dp_attention }}{{ $needed = $tp }}{{ $how = "tp" }}{{ end }}
 {{- $count := int (include "specserve.gpuCount" .) }}
-{{- if ne $needed $count }}
-{{- fail (printf "profile.parallelism: tp x dp = %d GPUs but profile.gpu.count asks for %d; the pod's %s comes from gpu.count. Fix: make tp x dp equal gpu.count (e.g. tp: %d)" $needed $count .Values.server.gpuResourceName $count) }}
+{{- if and (gt $count 0) (ne $needed $count) }}
+{{- fail (printf "profile.parallelism.tp: %s = %d GPUs but gpu.count asks for %d. Fix: make %s equal gpu.count (e.g. tp: %d)" $how $needed $count $how $count) }}
+{{- end }}
+{{- if and (eq $count 0) (ne $tp 1) }}
+{{- fail (printf "profile.parallelism.tp: gpu.count is 0 (CPU stand-in) but tp is %d. Fix: set tp: 1 for the CPU stand-in" $tp) }}
 {{- end }}
 {{- range $section := list "requests" "limits" }}
 {{- if hasKey (get $.Values.server.resources $section | default dict) $.Values.server.gpuResourceName }}
