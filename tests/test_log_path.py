@@ -33,9 +33,6 @@ OTHER_LOGS: dict[str, tuple[str, ...]] = {
     "/var/log/specserve": ("ansible/roles/weights/", "docs/ansible.md"),
     # The Docker engine the test set-up starts (scripts/setup/docker.sh).
     "/var/log/specserve-dockerd.log": ("scripts/setup/docker.sh",),
-    # A made-up `source` label value in the promtool data of SpecServeLogSourceDown: no part
-    # reads it as a path.
-    "/var/log/sglang/server.log": ("monitoring/prometheus/tests/",),
 }
 LOG_PATH = re.compile(r"/var/log/[A-Za-z0-9_.\-/]*[A-Za-z0-9_\-]")
 

@@ -415,13 +415,13 @@ CASES: dict[str, list[Case]] = {
             "log source unreadable for 10m fires, recovers",
             {
                 'specserve_source_up{job="specserve-exporter",instance="node1:9433",'
-                'source="/var/log/sglang/server.log"}': "1x2 0x10 1x10",
+                'source="/var/log/specserve/sglang/sglang.log"}': "1x2 0x10 1x10",
             },
             (
                 Check("SpecServeLogSourceDown", "4m"),
                 Check(
                     "SpecServeLogSourceDown", "6m",
-                    (Firing({**T1, "source": "/var/log/sglang/server.log"}),),
+                    (Firing({**T1, "source": "/var/log/specserve/sglang/sglang.log"}),),
                 ),
                 Check("SpecServeLogSourceDown", "15m"),
             ),
@@ -430,7 +430,7 @@ CASES: dict[str, list[Case]] = {
             "readable source stays silent",
             {
                 'specserve_source_up{job="specserve-exporter",instance="node1:9433",'
-                'source="/var/log/sglang/server.log"}': "1x20",
+                'source="/var/log/specserve/sglang/sglang.log"}': "1x20",
             },
             (Check("SpecServeLogSourceDown", "15m"),),
         ),
