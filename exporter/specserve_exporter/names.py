@@ -39,23 +39,24 @@ class Metric:
 
     @property
     def total(self) -> str:
-        assert self.type is MetricType.COUNTER, f"{self.name} is not a counter"
-        return self.name + "_total"
+        return self._suffixed(MetricType.COUNTER, "_total")
 
     @property
     def bucket(self) -> str:
-        assert self.type is MetricType.HISTOGRAM, f"{self.name} is not a histogram"
-        return self.name + "_bucket"
+        return self._suffixed(MetricType.HISTOGRAM, "_bucket")
 
     @property
     def sum(self) -> str:
-        assert self.type is MetricType.HISTOGRAM, f"{self.name} is not a histogram"
-        return self.name + "_sum"
+        return self._suffixed(MetricType.HISTOGRAM, "_sum")
 
     @property
     def count(self) -> str:
-        assert self.type is MetricType.HISTOGRAM, f"{self.name} is not a histogram"
-        return self.name + "_count"
+        return self._suffixed(MetricType.HISTOGRAM, "_count")
+
+    def _suffixed(self, type_: MetricType, suffix: str) -> str:
+        if self.type is not type_:
+            raise AttributeError(f"{self.name} is a {self.type}, it has no {suffix} series")
+        return self.name + suffix
 
 
 def _metric(name: str, type_: MetricType, labels: tuple[str, ...], help_: str) -> Metric:

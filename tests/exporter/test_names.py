@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from prometheus_client.core import CollectorRegistry
 
 from specserve_exporter import names
@@ -65,3 +66,8 @@ def test_sample_names_follow_prometheus_client():
     assert names.LOG_LINES_PARSED.total == "specserve_log_lines_parsed_total"
     assert names.DECODE_ACCEPT_LENGTH.count == "specserve_decode_accept_length_count"
     assert names.DECODE_RUNNING_REQUESTS.sample == "specserve_decode_running_requests"
+
+
+def test_a_series_a_type_does_not_have_is_an_error():
+    with pytest.raises(AttributeError, match="specserve_decode_running_requests is a gauge"):
+        _ = names.DECODE_RUNNING_REQUESTS.count
