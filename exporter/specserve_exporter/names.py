@@ -67,10 +67,10 @@ _C, _G, _H = MetricType.COUNTER, MetricType.GAUGE, MetricType.HISTOGRAM
 _R = RANK_LABELS
 
 # Label names other than the ranks.
-KIND = "kind"  # decode | prefill (parser.Kind)
+KIND = "kind"  # decode | prefill (fields.Kind)
 REASON = "reason"  # parser.Reason
-POOL = "pool"  # KV pool: kv, full, swa, mamba, gpu, cpu (state.USAGE_POOLS)
-GRAPH = "graph"  # cuda, cpu, npu, musa (parser.GRAPH_LABELS)
+POOL = "pool"  # KV pool: kv, full, swa, mamba, gpu, cpu (fields.USAGES)
+GRAPH = "graph"  # cuda, cpu, npu, musa (fields.GRAPHS)
 CONCURRENCY = "concurrency"  # specserve.buckets.concurrency_bucket
 SOURCE = "source"  # file, docker, kubernetes
 
