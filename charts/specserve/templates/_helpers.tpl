@@ -102,11 +102,6 @@ server.host (the profile library's default, and what profiles use on a shared ho
 {{- $key.env | default "" }}
 {{- end }}
 
-{{- define "specserve.speculative" -}}
-{{- $drafter := (include "specserve.profileYaml" . | fromYaml).drafter | default dict }}
-{{- if and $drafter.algorithm (ne $drafter.algorithm "none") }}true{{ else }}false{{ end }}
-{{- end }}
-
 {{/* Short hash of the download spec: a changed repo list gets a new Job and a new marker. */}}
 {{- define "specserve.downloadId" -}}
 {{- toJson .Values.model.download.repos | sha256sum | trunc 8 }}
