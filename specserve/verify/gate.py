@@ -15,6 +15,7 @@ from pathlib import Path
 
 import requests
 
+from specserve.profile.facts import facts
 from specserve.profile.model import Profile
 from specserve.verify import exporters, server
 from specserve.verify.exporters import ScrapeError
@@ -59,7 +60,7 @@ class Settings:
 
     @property
     def speculative(self) -> bool:
-        return self.profile.speculative is not None
+        return facts(self.profile).speculating
 
     @property
     def graph_required(self) -> bool:
