@@ -1,38 +1,45 @@
 """Typed view of a validated profile document.
 
 Dataclasses are built only from documents that passed the JSON Schema, so construction here never
-has to re-check types; defaults mirror the schema's `default` annotations.
+has to re-check types. Defaults come from the field table (specserve/profile/fields.py), as the
+schema's `default` annotations do.
 """
 
 from __future__ import annotations
 
+import copy
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from specserve.profile.facts import NO_SPECULATION, gpus_needed, speculates
+from specserve.profile.fields import default_of
 
-DEFAULT_LAUNCH_COMMAND: tuple[str, ...] = ("python3", "-m", "sglang.launch_server")
+
+def _fresh(path: str) -> Callable[[], Any]:
+    """A default factory: a copy of the field table's (mutable) default for each instance."""
+    return lambda: copy.deepcopy(default_of(path))
 
 
 @dataclass(frozen=True)
 class Target:
     path: str
-    trust_remote_code: bool = False
-    tool_call_parser: str | None = None
-    reasoning_parser: str | None = None
-    context_length: int | None = None
-    served_model_name: str | None = None
+    trust_remote_code: bool = default_of("target.trust_remote_code")
+    tool_call_parser: str | None = default_of("target.tool_call_parser")
+    reasoning_parser: str | None = default_of("target.reasoning_parser")
+    context_length: int | None = default_of("target.context_length")
+    served_model_name: str | None = default_of("target.served_model_name")
 
 
 @dataclass(frozen=True)
 class Drafter:
     algorithm: str
-    path: str | None = None
-    num_steps: int | None = None
-    eagle_topk: int | None = None
-    num_draft_tokens: int | None = None
+    path: str | None = default_of("drafter.path")
+    num_steps: int | None = default_of("drafter.num_steps")
+    eagle_topk: int | None = default_of("drafter.eagle_topk")
+    num_draft_tokens: int | None = default_of("drafter.num_draft_tokens")
 
     @property
     def enabled(self) -> bool:
@@ -42,9 +49,9 @@ class Drafter:
 @dataclass(frozen=True)
 class Parallelism:
     tp: int
-    dp: int = 1
-    enable_dp_attention: bool = False
-    ep: int = 1
+    dp: int = default_of("parallelism.dp")
+    enable_dp_attention: bool = default_of("parallelism.enable_dp_attention")
+    ep: int = default_of("parallelism.ep")
 
     @property
     def gpus_needed(self) -> int:
@@ -54,8 +61,8 @@ class Parallelism:
 @dataclass(frozen=True)
 class Gpu:
     count: int
-    min_memory_gib: float = 0
-    topology: str = "any"
+    min_memory_gib: float = default_of("gpu.min_memory_gib")
+    topology: str = default_of("gpu.topology")
 
 
 @dataclass(frozen=True)
@@ -69,33 +76,33 @@ class ApiKeySecret:
 
 @dataclass(frozen=True)
 class Server:
-    launch_command: tuple[str, ...] = DEFAULT_LAUNCH_COMMAND
-    host: str = "127.0.0.1"
-    port: int = 30000
-    mem_fraction_static: float | None = None
-    max_running_requests: int | None = None
-    cuda_graph_max_bs: int | None = None
-    num_continuous_decode_steps: int | None = None
-    disable_custom_all_reduce: bool = False
-    enable_metrics: bool = True
-    disable_cuda_graph: bool = False
-    allow_disable_cuda_graph: bool = False
-    api_key: ApiKeySecret | None = None
-    extra_args: tuple[str, ...] = ()
+    launch_command: tuple[str, ...] = default_of("server.launch_command")
+    host: str = default_of("server.host")
+    port: int = default_of("server.port")
+    mem_fraction_static: float | None = default_of("server.mem_fraction_static")
+    max_running_requests: int | None = default_of("server.max_running_requests")
+    cuda_graph_max_bs: int | None = default_of("server.cuda_graph_max_bs")
+    num_continuous_decode_steps: int | None = default_of("server.num_continuous_decode_steps")
+    disable_custom_all_reduce: bool = default_of("server.disable_custom_all_reduce")
+    enable_metrics: bool = default_of("server.enable_metrics")
+    disable_cuda_graph: bool = default_of("server.disable_cuda_graph")
+    allow_disable_cuda_graph: bool = default_of("server.allow_disable_cuda_graph")
+    api_key: ApiKeySecret | None = field(default=default_of("server.api_key"))
+    extra_args: tuple[str, ...] = default_of("server.extra_args")
 
 
 @dataclass(frozen=True)
 class Nccl:
-    preset: str = "default"
-    overrides: dict[str, str] = field(default_factory=dict)
+    preset: str = default_of("nccl.preset")
+    overrides: dict[str, str] = field(default_factory=_fresh("nccl.overrides"))
 
 
 @dataclass(frozen=True)
 class Logging:
-    file: str | None = None
-    max_bytes: int = 100 * 1024 * 1024
-    backup_count: int = 5
-    decode_log_interval: int | None = None
+    file: str | None = default_of("logging.file")
+    max_bytes: int = default_of("logging.max_bytes")
+    backup_count: int = default_of("logging.backup_count")
+    decode_log_interval: int | None = default_of("logging.decode_log_interval")
 
 
 @dataclass(frozen=True)
@@ -107,9 +114,11 @@ class Profile:
     drafter: Drafter | None = None
     server: Server = field(default_factory=Server)
     nccl: Nccl = field(default_factory=Nccl)
-    env: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=_fresh("env"))
     logging: Logging = field(default_factory=Logging)
-    baseline_gen_throughput: dict[str, float] = field(default_factory=dict)
+    baseline_gen_throughput: dict[str, float] = field(
+        default_factory=_fresh("baseline.gen_throughput_tok_s")
+    )
     description: str = ""
     source_path: Path | None = None
 
@@ -167,7 +176,9 @@ def profile_from_document(doc: dict[str, Any], source_path: Path | None = None) 
     if "extra_args" in server_doc:
         server_doc["extra_args"] = tuple(server_doc["extra_args"])
     server = Server(**server_doc, api_key=ApiKeySecret(**secret) if secret else None)
-    nccl_doc = doc.get("nccl") or {}
+    nccl_doc = dict(doc.get("nccl") or {})
+    if "overrides" in nccl_doc:
+        nccl_doc["overrides"] = dict(nccl_doc["overrides"])
     logging_doc = doc.get("logging") or {}
     baseline_doc = (doc.get("baseline") or {}).get("gen_throughput_tok_s") or {}
     return Profile(
@@ -178,10 +189,7 @@ def profile_from_document(doc: dict[str, Any], source_path: Path | None = None) 
         parallelism=Parallelism(**doc["parallelism"]),
         gpu=Gpu(**doc["gpu"]),
         server=server,
-        nccl=Nccl(
-            preset=nccl_doc.get("preset", "default"),
-            overrides=dict(nccl_doc.get("overrides") or {}),
-        ),
+        nccl=Nccl(**nccl_doc),
         env=dict(doc.get("env") or {}),
         logging=Logging(**logging_doc),
         baseline_gen_throughput={k: float(v) for k, v in baseline_doc.items()},

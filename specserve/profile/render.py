@@ -1,5 +1,8 @@
 """Profile -> the exact SGLang argv and environment; the one renderer every deployment path uses.
 
+The argv is the field table's (specserve/profile/fields.py) rows in order, each through the
+emitter its `Emit` names.
+
 The API key never appears in a rendering: argv carries a placeholder, and `resolve_secret` reads
 the file or variable only in the launcher, at exec time.
 """
@@ -8,17 +11,26 @@ from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
-from specserve.profile.flags import DECODE_GRAPH_BACKEND_FLAG, PREFILL_GRAPH_BACKEND_FLAG
+from specserve.profile.fields import (
+    ATTN_DP_FLAG,
+    BY_PATH,
+    DECODE_GRAPH_BACKEND_FLAG,
+    FIELDS,
+    PREFILL_GRAPH_BACKEND_FLAG,
+    Emit,
+    Field,
+)
 from specserve.profile.model import ApiKeySecret, Parallelism, Profile
 from specserve.profile.nccl import preset_env
 from specserve.profile.sglang import Contract, resolve_version, sglang_contract
 from specserve.secrets import MIN_LENGTH, secret_problem
 
-API_KEY_FLAG = "--api-key"
+API_KEY_FLAG = BY_PATH["server.api_key"].flag
 API_KEY_PLACEHOLDER = "<from secret>"
-ATTN_DP_FLAG = "--attn-dp-size"
 
 
 @dataclass(frozen=True)
@@ -39,73 +51,86 @@ class SecretError(Exception):
     """The API key secret named by the profile cannot be read."""
 
 
-def _opt(argv: list[str], flag: str, value: object) -> None:
-    if value is not None:
-        argv += [flag, str(value)]
+# One function per Emit (fields.py): (row, the field's value, profile, contract) -> argv words.
+Emitter = Callable[[Field, Any, Profile, Contract], list[str]]
 
 
-def _switch(argv: list[str], flag: str, on: bool) -> None:
-    if on:
-        argv.append(flag)
+def _words(row: Field, value: tuple[str, ...], profile: Profile, contract: Contract) -> list[str]:
+    return list(value)
 
 
-def _dp_attention(argv: list[str], p: Parallelism, contract: Contract) -> None:
+def _value(row: Field, value: object, profile: Profile, contract: Contract) -> list[str]:
+    return [] if value is None else [row.flag, str(value)]
+
+
+def _switch(row: Field, value: bool, profile: Profile, contract: Contract) -> list[str]:
+    return [row.flag] if value else []
+
+
+def _unless_default(row: Field, value: object, profile: Profile, contract: Contract) -> list[str]:
+    return [] if value == row.default else [row.flag, str(value)]
+
+
+def _attn_dp(p: Parallelism, contract: Contract) -> bool:
     # 0.5.23 deprecates `--dp-size N --enable-dp-attention` for `--attn-dp-size N` (its
     # parallel_hook.handle_deprecated_dp_attention turns the old spelling into the new one).
-    if p.enable_dp_attention and contract.option(ATTN_DP_FLAG) is not None:
-        _opt(argv, ATTN_DP_FLAG, p.dp)
-        return
-    if p.dp != 1:
-        _opt(argv, "--dp-size", p.dp)
-    _switch(argv, "--enable-dp-attention", p.enable_dp_attention)
+    return p.enable_dp_attention and contract.option(ATTN_DP_FLAG) is not None
 
 
-def _graphs_off(argv: list[str], contract: Contract) -> None:
+def _dp_size(row: Field, value: int, profile: Profile, contract: Contract) -> list[str]:
+    if value == row.default or _attn_dp(profile.parallelism, contract):
+        return []
+    return [row.flag, str(value)]
+
+
+def _dp_attention(row: Field, value: bool, profile: Profile, contract: Contract) -> list[str]:
+    if _attn_dp(profile.parallelism, contract):
+        return [ATTN_DP_FLAG, str(profile.parallelism.dp)]
+    return _switch(row, value, profile, contract)
+
+
+def _graphs_off(row: Field, value: bool, profile: Profile, contract: Contract) -> list[str]:
+    if not (value and profile.server.allow_disable_cuda_graph):
+        return []
     # `--disable-cuda-graph` is deprecated in 0.5.21 and 0.5.23 (a DeprecatedStoreTrueAction
     # that sets both phases' backend to disabled); its replacement says the same per phase.
     if contract.option(DECODE_GRAPH_BACKEND_FLAG) is not None:
-        argv += [DECODE_GRAPH_BACKEND_FLAG, "disabled", PREFILL_GRAPH_BACKEND_FLAG, "disabled"]
-    else:
-        argv.append("--disable-cuda-graph")
+        return [DECODE_GRAPH_BACKEND_FLAG, "disabled", PREFILL_GRAPH_BACKEND_FLAG, "disabled"]
+    return [row.flag]
+
+
+def _secret(row: Field, value: object, profile: Profile, contract: Contract) -> list[str]:
+    return [] if value is None else [row.flag, API_KEY_PLACEHOLDER]
+
+
+EMITTERS: dict[Emit, Emitter] = {
+    Emit.WORDS: _words,
+    Emit.VALUE: _value,
+    Emit.SWITCH: _switch,
+    Emit.UNLESS_DEFAULT: _unless_default,
+    Emit.DP_SIZE: _dp_size,
+    Emit.DP_ATTENTION: _dp_attention,
+    Emit.GRAPHS_OFF: _graphs_off,
+    Emit.SECRET: _secret,
+}
+
+
+def _holder(profile: Profile, section: str) -> Any:
+    """The object holding a section's values; None renders none of them."""
+    if section == "drafter":  # the drafter's flags render only while speculation is on
+        return profile.speculative
+    return getattr(profile, section) if section else profile
 
 
 def render_argv(profile: Profile, sglang_version: str | None = None) -> list[str]:
-    """The argv for `sglang_version` (default: resolve_version(): env, else the pinned one)."""
+    """The argv for `sglang_version` (default: resolve_version(): env, else the pinned one):
+    every row of the field table that renders, in the table's order."""
     contract = sglang_contract(resolve_version(sglang_version))
-    t, p, s = profile.target, profile.parallelism, profile.server
-    argv: list[str] = list(s.launch_command)
-    _opt(argv, "--model-path", t.path)
-    _switch(argv, "--trust-remote-code", t.trust_remote_code)
-    _opt(argv, "--served-model-name", t.served_model_name)
-    _opt(argv, "--tool-call-parser", t.tool_call_parser)
-    _opt(argv, "--reasoning-parser", t.reasoning_parser)
-    _opt(argv, "--context-length", t.context_length)
-    _opt(argv, "--tp-size", p.tp)
-    _dp_attention(argv, p, contract)
-    if p.ep != 1:
-        _opt(argv, "--ep-size", p.ep)
-    _opt(argv, "--host", s.host)
-    _opt(argv, "--port", s.port)
-    _opt(argv, "--mem-fraction-static", s.mem_fraction_static)
-    _opt(argv, "--max-running-requests", s.max_running_requests)
-    # `--cuda-graph-max-bs` is ambiguous in SGLang (-decode / -prefill); the field is decode's.
-    _opt(argv, "--cuda-graph-max-bs-decode", s.cuda_graph_max_bs)
-    _opt(argv, "--num-continuous-decode-steps", s.num_continuous_decode_steps)
-    _switch(argv, "--disable-custom-all-reduce", s.disable_custom_all_reduce)
-    if s.disable_cuda_graph and s.allow_disable_cuda_graph:
-        _graphs_off(argv, contract)
-    _switch(argv, "--enable-metrics", s.enable_metrics)
-    _opt(argv, "--decode-log-interval", profile.logging.decode_log_interval)
-    spec = profile.speculative
-    if spec is not None:
-        _opt(argv, "--speculative-algorithm", spec.algorithm)
-        _opt(argv, "--speculative-draft-model-path", spec.path)
-        _opt(argv, "--speculative-num-steps", spec.num_steps)
-        _opt(argv, "--speculative-eagle-topk", spec.eagle_topk)
-        _opt(argv, "--speculative-num-draft-tokens", spec.num_draft_tokens)
-    if s.api_key is not None:
-        argv += [API_KEY_FLAG, API_KEY_PLACEHOLDER]
-    argv += s.extra_args
+    argv: list[str] = []
+    for row in FIELDS:
+        holder = None if row.emit is None else _holder(profile, row.section)
+        if row.emit is not None and holder is not None:
+            argv += EMITTERS[row.emit](row, getattr(holder, row.name), profile, contract)
     return argv
 
 

@@ -1,24 +1,24 @@
-"""The published JSON Schema, and schema errors turned into field / problem / fix issues."""
+"""The published JSON Schema (built from specserve/profile/fields.py), and schema errors turned
+into field / problem / fix issues."""
 
 from __future__ import annotations
 
-import json
 from functools import cache
-from importlib import resources
 from typing import Any
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
 from specserve.profile.facts import NO_SPECULATION, SPECULATIVE_ALGORITHMS
+from specserve.profile.fields import build_schema
 from specserve.profile.issues import Issue, error
 
 
 @cache
 def profile_schema() -> dict[str, Any]:
-    text = resources.files("specserve.profile").joinpath("schema.json").read_text("utf-8")
-    schema: dict[str, Any] = json.loads(text)
-    return schema
+    """The JSON Schema, built from the field table; schema.json is its committed copy for the
+    chart and editors (a drift test keeps the two equal)."""
+    return build_schema()
 
 
 def _field_path(err: ValidationError) -> str:

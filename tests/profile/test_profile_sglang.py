@@ -18,6 +18,7 @@ from helpers import FIXTURES, KIMI, SHIPPED, check_json, kimi_doc, run_cli, writ
 
 from specserve.launcher import main as launch_main
 from specserve.profile import load_profile
+from specserve.profile.fields import FIELDS
 from specserve.profile.flags import GRAPH_FLAGS, OWNED_DESTS, OWNED_FLAGS
 from specserve.profile.render import render
 from specserve.upstream import PINNED_VERSION, VERIFIED_VERSIONS, sglang_contract
@@ -57,8 +58,11 @@ def _argv(doc: dict[str, Any], tmp: Path, version: str) -> list[str]:
 
 def test_every_owned_flag_is_a_real_option_of_its_field_in_every_verified_version():
     # `--cuda-graph-max-bs`, `--tp` and `--dp` used to be here: abbreviations SGLang's parser
-    # calls ambiguous or resolves to a different option.
-    only_newer = {"--attn-dp-size", "--attention-data-parallel-size"}  # attn_dp_size: 0.5.23+
+    # calls ambiguous or resolves to a different option. An option the table says is newer
+    # (`since`, e.g. --attn-dp-size: 0.5.23) must be missing from the older versions only.
+    assert VERIFIED_VERSIONS.index("0.5.21") < VERIFIED_VERSIONS.index("0.5.23")
+    options = [o for f in FIELDS for o in f.owns]
+    assert any(o.since for o in options)
     for version in VERIFIED_VERSIONS:
         contract = sglang_contract(version)
         missing = set()
@@ -68,7 +72,14 @@ def test_every_owned_flag_is_a_real_option_of_its_field_in_every_verified_versio
                 missing.add(flag)
                 continue
             assert OWNED_DESTS.get(opt.dest) == field, (version, flag, opt.dest, field)
-        assert missing == (only_newer if version == "0.5.21" else set()), (version, missing)
+            assert opt.dest in {o.dest for o in options}, (version, flag)
+        newer = {
+            s
+            for o in options
+            if o.since and VERIFIED_VERSIONS.index(version) < VERIFIED_VERSIONS.index(o.since)
+            for s in o.spellings
+        }
+        assert missing == newer, (version, missing)
 
 
 def test_every_spelling_of_an_owned_option_is_owned():
