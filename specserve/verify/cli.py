@@ -40,6 +40,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--server", help="the server's base URL, e.g. http://127.0.0.1:30000")
     p.add_argument("--exporter", action="append", default=[], metavar="URL",
                    help="an exporter's /metrics URL (repeat for several)")
+    p.add_argument("--no-exporter", action="store_true",
+                   help="no exporter runs: check health and the warm-up only")
     p.add_argument("--each-address", action="store_true",
                    help="scrape every address the exporter URL's host resolves to "
                         "(a headless Service: one exporter per server pod)")
@@ -140,9 +142,9 @@ def _save_snapshot(args: argparse.Namespace) -> int:
 
 
 def main(args: argparse.Namespace) -> int:
-    if not args.exporter:
-        print("specserve verify: --exporter URL is required (the exporter's /metrics)",
-              file=sys.stderr)
+    if bool(args.exporter) == args.no_exporter:
+        print("specserve verify: give --exporter URL (the exporter's /metrics), or "
+              "--no-exporter where none runs", file=sys.stderr)
         return 2
     if args.save_snapshot is not None:
         return _save_snapshot(args)
