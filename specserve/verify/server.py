@@ -8,9 +8,11 @@ from typing import Any
 
 import requests
 
+from specserve.profile.facts import HEALTH_PATH
 from specserve.secrets import Redactor, secrets_in_server_info
 
-HEALTH_PATH = "/health_generate"
+__all__ = ["APIS", "HEALTH_PATH", "SERVER_INFO_PATHS", "RequestFailed", "call", "model_id",
+           "summary", "warm_up"]
 # SGLang's name first; its deprecated alias (a warning in SGLang's log on every call) only when
 # the server is too old to know the new name and answers 404.
 SERVER_INFO_PATHS = ("/server_info", "/get_server_info")
