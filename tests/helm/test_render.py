@@ -1,5 +1,6 @@
-"""helm lint, golden renders, schema validation (Kubernetes 1.30-1.35 + Prometheus Operator CRDs)
-and the rendered objects' essential properties, over the CI values matrix (charts/specserve/ci)."""
+"""helm lint, the golden of the default render, schema validation (Kubernetes 1.30-1.35 +
+Prometheus Operator CRDs) and the rendered objects' essential properties,
+over the CI values matrix (charts/specserve/ci)."""
 
 from __future__ import annotations
 
@@ -30,16 +31,19 @@ def test_helm_lint_default_and_every_ci_values_file(tools: Path) -> None:
         assert "1 chart(s) linted, 0 chart(s) failed" in result.stdout
 
 
-@pytest.mark.parametrize("name", MATRIX)
-def test_golden(rendered: dict[str, Rendered], name: str) -> None:
-    path = GOLDEN / f"{name}.yaml"
-    text = rendered[name].text
+def test_golden_default_render(rendered: dict[str, Rendered]) -> None:
+    """One golden, of the default render (`helm template` with no values): a reviewable whole.
+    Every other values file is checked by the fields that matter (test_templates.py)."""
+    path = GOLDEN / "kimi-default.yaml"
+    text = rendered["kimi-default"].text
     if os.environ.get("UPDATE") == "1":
         path.write_text(text, encoding="utf-8")
-    assert path.is_file(), f"no golden file {path}: run UPDATE=1 pytest tests/helm"
+    assert path.is_file(), f"no golden file {path}: run UPDATE=1 pytest tests/helm/test_render.py"
     assert text == path.read_text(encoding="utf-8"), (
-        f"{name} renders differently from {path}; if intended: UPDATE=1 pytest tests/helm"
+        f"the default render differs from {path}; if intended: "
+        "UPDATE=1 .venv/bin/pytest tests/helm/test_render.py -k golden"
     )
+    assert sorted(p.name for p in GOLDEN.iterdir()) == ["kimi-default.yaml"]
 
 
 @pytest.mark.parametrize("version", k8s_schemas.KUBERNETES_VERSIONS)

@@ -1,0 +1,310 @@
+"""What each template must contain, helm-unittest style (as kube-prometheus-stack tests its chart):
+one case per behaviour, naming the template, the values, and the fields that matter.
+
+These replace the whole-manifest golden files of every CI values file (one golden of the
+default render stays, tests/helm/golden/kimi-default.yaml): a change to a field listed here is a
+decision to review; a change anywhere else needs no golden rewrite.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.helm.conftest import CHART, template
+
+VALUES = yaml.safe_load((CHART / "values.yaml").read_text(encoding="utf-8"))
+IMAGE = f"{VALUES['image']['repository']}:{VALUES['image']['tag']}"
+EXPORTER_IMAGE = f"{VALUES['exporterImage']['repository']}:{VALUES['exporterImage']['tag']}"
+ALERT = "SpecDecodeAcceptLengthLow"
+_MISSING = object()
+# ["quoted.key"] | [0] | [field=value] | plain key
+_TOKEN = re.compile(r'\["([^"]+)"\]|\[(\d+)\]|\[([^\]=]+=[^\]]*)\]|([^.\[\]]+)')
+
+
+def resolve(node: Any, path: str) -> Any:
+    """`a.b[0].c[name=sglang].d` in a rendered document; _MISSING where it is absent.
+    A key may contain dots or slashes when quoted: metadata.annotations["checksum/profile"]."""
+    for quoted, index, select, key in _TOKEN.findall(path):
+        if select:
+            field, _, want = select.partition("=")
+            found = [i for i in node if isinstance(i, dict) and str(i.get(field)) == want]
+            if len(found) != 1:
+                return _MISSING
+            node = found[0]
+        elif index:
+            if not isinstance(node, list) or int(index) >= len(node):
+                return _MISSING
+            node = node[int(index)]
+        else:
+            name = quoted or key
+            if not isinstance(node, dict) or name not in node:
+                return _MISSING
+            node = node[name]
+    return node
+
+
+@dataclass(frozen=True)
+class Equal:
+    path: str
+    value: Any
+
+    def check(self, doc: dict[str, Any]) -> str | None:
+        got = resolve(doc, self.path)
+        return None if got == self.value else f"{self.path}: expected {self.value!r}, got {got!r}"
+
+
+@dataclass(frozen=True)
+class Contains:
+    path: str
+    item: Any
+
+    def check(self, doc: dict[str, Any]) -> str | None:
+        got = resolve(doc, self.path)
+        ok = got is not _MISSING and self.item in got
+        return None if ok else f"{self.path}: {got!r} does not contain {self.item!r}"
+
+
+@dataclass(frozen=True)
+class Absent:
+    path: str
+
+    def check(self, doc: dict[str, Any]) -> str | None:
+        got = resolve(doc, self.path)
+        return None if got is _MISSING else f"{self.path}: expected absent, got {got!r}"
+
+
+@dataclass(frozen=True)
+class Case:
+    it: str
+    template: str
+    doc: str  # "Kind/name" of the document the assertions read
+    asserts: tuple[Equal | Contains | Absent, ...]
+    values: str | None = None  # a charts/specserve/ci file, by its short name
+    sets: tuple[str, ...] = ()
+
+
+@functools.cache
+def _tools() -> Path:
+    from tests.helm.conftest import _install_tools
+
+    return _install_tools()
+
+
+@functools.cache
+def render(template_name: str, values: str | None, sets: tuple[str, ...]) -> list[dict[str, Any]]:
+    args = ["--show-only", f"templates/{template_name}"]
+    if values:
+        args += ["--values", str(CHART / "ci" / f"{values}-values.yaml")]
+    for item in sets:
+        args += ["--set", item]
+    result = template(_tools(), *args)
+    assert result.returncode == 0, result.stderr
+    return [d for d in yaml.safe_load_all(result.stdout) if d]
+
+
+def document(case: Case) -> dict[str, Any] | None:
+    kind, _, name = case.doc.partition("/")
+    found = [d for d in render(case.template, case.values, case.sets)
+             if d["kind"] == kind and d["metadata"]["name"] == name]
+    assert len(found) <= 1, f"{case.doc}: {len(found)} documents"
+    return found[0] if found else None
+
+
+SGLANG = "spec.template.spec.containers[name=sglang]"
+EXPORTER = "spec.template.spec.containers[name=exporter]"
+POD = "spec.template.spec"
+DEPLOY = ("deployment.yaml", "Deployment/specserve")
+
+# fmt: off
+CASES: list[Case] = [
+    Case("runs the pinned SGLang image with the profile it mounts", *DEPLOY, (
+        Equal(f"{SGLANG}.image", IMAGE),
+        Equal(f"{SGLANG}.env[name=SPECSERVE_PROFILE].value", "/etc/specserve/profile.yaml"),
+        Equal(f"{SGLANG}.ports[name=http].containerPort", 8000),
+        Absent(f"{SGLANG}.command"),  # the image's entrypoint is the launcher
+        Equal(f"{SGLANG}.volumeMounts[name=profile].readOnly", True),
+        Equal(f"{SGLANG}.volumeMounts[name=model].mountPath", "/models"),
+        Equal(f"{SGLANG}.volumeMounts[name=model].readOnly", True),
+        Equal(f"{SGLANG}.volumeMounts[name=dshm].mountPath", "/dev/shm"),
+        Equal(f"{POD}.volumes[name=profile].configMap.name", "specserve-profile"),
+        Equal(f"{POD}.volumes[name=api-key].secret.secretName", "specserve-api-key"),
+        Equal(f"{POD}.volumes[name=api-key].secret.defaultMode", 0o440),
+        Equal(f"{POD}.volumes[name=model].persistentVolumeClaim.claimName", "specserve-models"),
+        Equal(f"{POD}.volumes[name=model].persistentVolumeClaim.readOnly", True),
+    )),
+    Case("asks for the node's 8 GPUs and its memory", *DEPLOY, (
+        Equal(f"{SGLANG}.resources.limits", {"memory": "512Gi", "nvidia.com/gpu": 8}),
+        Equal(f"{SGLANG}.resources.requests",
+              {"cpu": "16", "memory": "256Gi", "nvidia.com/gpu": 8}),
+        Equal(f"{POD}.runtimeClassName", "nvidia"),
+        Contains(f"{POD}.tolerations",
+                 {"effect": "NoSchedule", "key": "nvidia.com/gpu", "operator": "Exists"}),
+    )),
+    Case("asks for one GPU for the small model", *DEPLOY, (
+        Equal(f'{SGLANG}.resources.limits["nvidia.com/gpu"]', 1),
+        Equal(f'{SGLANG}.resources.requests["nvidia.com/gpu"]', 1),
+    ), values="small-model"),
+    Case("runs SGLang as the image's own user, nothing more", *DEPLOY, (
+        Equal(f"{POD}.securityContext", {
+            "fsGroup": 10001, "runAsGroup": 10001, "runAsNonRoot": True, "runAsUser": 10001,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        }),
+        Equal(f"{SGLANG}.securityContext", {
+            "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
+            "privileged": False, "readOnlyRootFilesystem": False, "runAsNonRoot": True,
+        }),
+        Equal(f"{POD}.automountServiceAccountToken", False),
+        Equal(f"{POD}.enableServiceLinks", False),
+        # The one checkov exception: SGLang JIT-compiles into its home and /tmp.
+        Contains('metadata.annotations["checkov.io/skip1"]', "CKV_K8S_22="),
+        Absent('metadata.annotations["checkov.io/skip2"]'),
+    )),
+    Case("labels the server pods so Services, monitors and anti-affinity select them", *DEPLOY, (
+        Equal("spec.selector.matchLabels", {
+            "app.kubernetes.io/name": "specserve", "app.kubernetes.io/instance": "specserve",
+            "app.kubernetes.io/component": "server",
+        }),
+        Equal('spec.template.metadata.labels["app.kubernetes.io/component"]', "server"),
+        Equal('spec.template.metadata.labels["helm.sh/chart"]', "specserve-0.1.0"),
+        Equal('spec.template.metadata.annotations["kubectl.kubernetes.io/default-container"]',
+              "sglang"),
+    )),
+    Case("runs the exporter sidecar read-only on the shared log volume", *DEPLOY, (
+        Equal(f"{EXPORTER}.image", EXPORTER_IMAGE),
+        Equal(f"{EXPORTER}.args[4]", "--profile"),
+        Equal(f"{EXPORTER}.args[5]", "/etc/specserve/profile.yaml"),
+        Contains(f"{EXPORTER}.args", "--listen-address"),
+        Contains(f"{EXPORTER}.args", "0.0.0.0:9433"),
+        Equal(f"{EXPORTER}.ports[name=metrics].containerPort", 9433),
+        Equal(f"{EXPORTER}.readinessProbe.httpGet", {"path": "/healthz", "port": "metrics"}),
+        Equal(f"{EXPORTER}.livenessProbe.httpGet", {"path": "/healthz", "port": "metrics"}),
+        Equal(f"{EXPORTER}.volumeMounts[name=logs].readOnly", True),
+        Equal(f"{EXPORTER}.securityContext.runAsUser", 10001),
+        Equal(f"{EXPORTER}.securityContext.readOnlyRootFilesystem", True),
+        Equal(f"{EXPORTER}.resources", {"limits": {"memory": "256Mi"},
+                                        "requests": {"cpu": "100m", "memory": "128Mi"}}),
+    )),
+    Case("drops the exporter sidecar with monitoring off", *DEPLOY, (
+        Absent(EXPORTER),
+        Absent(f"{POD}.volumes[name=logs].emptyDir.medium"),
+    ), values="monitoring-off"),
+    Case("serves the API and the exporter's metrics on the ClusterIP Service",
+         "service.yaml", "Service/specserve", (
+        Equal("spec.type", "ClusterIP"),
+        Equal("spec.ports[name=http].port", 8000),
+        Equal("spec.ports[name=http].targetPort", "http"),
+        Equal("spec.ports[name=metrics].port", 9433),
+        Equal('spec.selector["app.kubernetes.io/component"]', "server"),
+        Equal('metadata.labels["specserve.io/service"]', "api"),
+    )),
+    Case("gives every server pod a DNS record for the Helm test", "service.yaml",
+         "Service/specserve-pods", (
+        Equal("spec.clusterIP", "None"),
+        Equal('spec.selector["app.kubernetes.io/component"]', "server"),
+        Equal('metadata.labels["specserve.io/service"]', "pods"),
+    )),
+    Case("gives the pods no API token", "serviceaccount.yaml", "ServiceAccount/specserve", (
+        Equal("automountServiceAccountToken", False),
+    )),
+    Case("scrapes the exporter and SGLang as the jobs the alerts expect", "servicemonitor.yaml",
+         "ServiceMonitor/specserve", (
+        Equal("spec.endpoints[port=metrics].relabelings[0].replacement", "specserve-exporter"),
+        Equal("spec.endpoints[port=http].relabelings[0].replacement", "specserve-sglang"),
+        Equal("spec.endpoints[port=http].path", "/metrics"),
+        Equal('spec.selector.matchLabels["specserve.io/service"]', "api"),
+        Equal("spec.namespaceSelector.matchNames", ["inference"]),
+    )),
+    Case("renders every alert with its values switches", "prometheusrule.yaml",
+         "PrometheusRule/specserve-specserve", (
+        Equal(f"spec.groups[name=specserve.alerts].rules[alert={ALERT}].for",
+              VALUES["prometheusRule"]["alerts"][ALERT]["for"]),
+        Equal(f"spec.groups[name=specserve.alerts].rules[alert={ALERT}].labels.severity",
+              "warning"),
+        Contains(f"spec.groups[name=specserve.alerts].rules[alert={ALERT}].annotations"
+                 ".runbook_url", "/spec-decode-accept-length-low.md"),
+        Equal("metadata.labels.release", _MISSING),
+    )),
+    Case("drops one alert its switch disables, and takes for/threshold/labels from values",
+         "prometheusrule.yaml", "PrometheusRule/specserve-specserve", (
+        Absent("spec.groups[name=specserve.alerts].rules[alert=SpecDecodeAcceptLengthLow]"),
+        Equal("spec.groups[name=specserve.alerts].rules[alert=SpecDecodeDraftsRejected].for",
+              "9m"),
+        Equal("metadata.labels.release", "prom"),
+    ), sets=(f"prometheusRule.alerts.{ALERT}.disabled=true",
+             "prometheusRule.alerts.SpecDecodeDraftsRejected.for=9m",
+             "prometheusRule.additionalLabels.release=prom")),
+    Case("ships the dashboard for Grafana's sidecar", "configmap-grafana.yaml",
+         "ConfigMap/specserve-dashboard", (
+        Equal("metadata.labels.grafana_dashboard", "1"),
+        Contains('data["specserve.json"]', '"uid": "specserve-overview"'),
+    )),
+]
+# fmt: on
+
+
+def _ids(case: Case) -> str:
+    return f"{case.template}: {case.it}"
+
+
+@pytest.mark.parametrize("case", CASES, ids=_ids)
+def test_template(case: Case) -> None:
+    doc = document(case)
+    assert doc is not None, f"{case.template} rendered no {case.doc}"
+    problems = [p for p in (a.check(doc) for a in case.asserts) if p]
+    assert not problems, "\n".join(problems)
+
+
+def test_download_job_runs_as_the_images_user_with_the_token_as_a_file() -> None:
+    docs = render("job-download.yaml", "download-job", ())
+    (job,) = [d for d in docs if d["kind"] == "Job"]
+    pod = job["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsUser"] == 10001
+    assert pod["securityContext"]["fsGroup"] == 10001
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    container = pod["containers"][0]
+    assert container["image"] == IMAGE
+    assert container["securityContext"] == {
+        "allowPrivilegeEscalation": False, "privileged": False, "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    assert {"name": "HF_TOKEN_PATH", "value": "/run/secrets/hf/token"} in container["env"]
+
+
+def test_a_profile_change_rolls_the_pods() -> None:
+    """The launcher reads the profile only at start: the pod template carries its checksum."""
+    key = "checksum/profile"
+
+    def checksum(*sets: str) -> str:
+        (deploy,) = [d for d in render("deployment.yaml", None, sets) if d["kind"] == "Deployment"]
+        value: str = deploy["spec"]["template"]["metadata"]["annotations"][key]
+        return value
+
+    default = checksum()
+    assert re.fullmatch(r"[0-9a-f]{64}", default)
+    assert checksum() == default
+    assert checksum("profileOverrides.drafter.num_steps=2") != default
+
+
+def test_disabling_the_rule_object_renders_nothing() -> None:
+    result = template(_tools(), "--set", "prometheusRule.enabled=false")
+    assert result.returncode == 0, result.stderr
+    kinds = {d["kind"] for d in yaml.safe_load_all(result.stdout) if d}
+    assert "PrometheusRule" not in kinds and "ServiceMonitor" in kinds
+
+
+def test_every_template_has_a_case() -> None:
+    """A new template comes with its cases (hook-validate, router, ingress, pvc and the test pod
+    are asserted in test_render.py)."""
+    covered = {c.template for c in CASES} | {
+        "hook-validate.yaml", "router.yaml", "ingress.yaml", "pvc-models.yaml", "job-download.yaml",
+        "configmap-profile.yaml", "podmonitor.yaml", "tests", "_helpers.tpl", "NOTES.txt",
+    }
+    present = {p.name for p in (CHART / "templates").iterdir()}
+    assert present <= covered, sorted(present - covered)
