@@ -43,8 +43,7 @@ from tests.ansible.hf_standin import serve as hub_standin
 from tests.ansible.test_plugins import _model
 from tests.e2e.stack import missing_binaries, running_stack
 from tests.helm.conftest import CHART, _install_tools, template
-from tests.helm.test_helm_test_script import SCRIPT as HELM_TEST_SCRIPT
-from tests.helm.test_helm_test_script import serving
+from tests.verify.conftest import serving
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -296,15 +295,11 @@ def helm_outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Output]:
                         "--set", "model.download.hfTokenSecret.name=hf-token-matrix")  # fmt: skip
     assert rendered.returncode == 0, rendered.stderr
     work = tmp_path_factory.mktemp("secrets-helm")
-    with serving(work, acceptance=None, api_key=SECRETS["api_key"]) as env:
-        run = subprocess.run([sys.executable, str(HELM_TEST_SCRIPT)], env={**os.environ, **env},
-                             capture_output=True, text=True, timeout=90, check=False)  # fmt: skip
+    # The Helm test pod's command, `specserve verify` as the chart runs it.
+    with serving(work, api_key=SECRETS["api_key"]) as served:
+        run = served.verify("--api", "chat", "--each-address")
         # And a failing run: its message quotes what the server answered.
-        failing = subprocess.run(
-            [sys.executable, str(HELM_TEST_SCRIPT)],
-            env={**os.environ, **env, "SPECSERVE_TEST_FLOOR": "99"},
-            capture_output=True, text=True, timeout=90, check=False,
-        )  # fmt: skip
+        failing = served.verify("--api", "chat", "--each-address", "--floor", "99")
     assert run.returncode == 0, run.stdout + run.stderr
     assert failing.returncode == 1, failing.stdout + failing.stderr
     return {
@@ -316,7 +311,7 @@ def helm_outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Output]:
         ),
         "helm test logs": Output(
             run.stdout + run.stderr + failing.stdout + failing.stderr,
-            "chat completion ok",
+            "gate passed",
             {"api_key": KEY_IN_ARGV},
         ),
     }

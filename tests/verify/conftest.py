@@ -111,13 +111,14 @@ def idle_exporter(tmp: Path) -> Iterator[str]:
 
 
 @contextmanager
-def serving(tmp: Path, acceptance: float = 0.8, **changes: Any) -> Iterator[Serving]:
+def serving(tmp: Path, acceptance: float = 0.8, api_key: str = API_KEY,
+            **changes: Any) -> Iterator[Serving]:
     """The stand-in profile with an API key file, the behaviour model's draft `acceptance`
     and `changes` (dotted keys; None deletes)."""
     tmp.mkdir(parents=True, exist_ok=True)
     port, metrics, log = free_port(), free_port(), tmp / "logs" / "sglang.log"
     key = tmp / "api-key"
-    key.write_text(f"{API_KEY}\n")
+    key.write_text(f"{api_key}\n")
     behaviour = tmp / "behaviour.json"
     behaviour.write_text(json.dumps({"acceptance": acceptance}))
     doc = yaml.safe_load(STANDIN.read_text())
