@@ -135,3 +135,11 @@ def test_speculation_as_the_profile_says(tmp_path: Path) -> None:
         own = s.verify()
         assert own.returncode == 0, own.stdout
         assert "accept length n/a (no speculation)" in own.stdout
+
+
+def test_a_server_that_speculates_against_a_profile_that_does_not(speculative: Serving) -> None:
+    without = speculative.profile_like("no-drafter.yaml", drafter=None)
+    result = speculative.verify(profile=without)
+    assert result.returncode == 1, result.stdout
+    assert re.search(r"FAIL speculation: [1-9]\d* decode windows with an accept length \(need 0: "
+                     r"the profile turns speculation off\)", result.stdout), result.stdout
