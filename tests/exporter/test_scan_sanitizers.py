@@ -54,7 +54,8 @@ def test_scanner_is_memory_safe_under_sanitizers(tmp_path: Path) -> None:
     assert where == str(package / "_scan.abi3.so"), where
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-         "tests/exporter/test_scan.py", "tests/exporter/test_ingest.py"],
+         "tests/exporter/test_scan.py", "tests/exporter/test_ingest.py",
+         "tests/exporter/test_fields.py"],
         cwd=ROOT, env=env, capture_output=True, text=True, check=False,
     )
     reports = "".join(p.read_text() for p in sorted(tmp_path.glob("*san.*")))
