@@ -12,7 +12,6 @@ generator, so one run is consistent and `--check` never passes on a half-updated
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Any
 
 from specserve.chart import ChartError, chart_files
 from specserve.monitoring.generate import artefacts as monitoring_files
+from specserve.profile.fields import generated_files as profile_generated_files
 
 Produce = Callable[[], str]
 Registry = dict[str, Produce]
@@ -31,19 +31,10 @@ _PACKAGE_REPO = Path(__file__).resolve().parents[1]
 FIX = "specserve generate"
 
 
-def profile_field_files(read_source: ReadSource) -> Mapping[str, Produce]:
-    """Hook for the profile field table: specserve/profile/schema.json and the field table in
-    docs/profile.md, from `specserve.profile.fields.generated_files()` (Path -> text). Empty
-    until that module exists, so the command works while it is being built."""
-    try:
-        fields: Any = importlib.import_module("specserve.profile.fields")
-    except ModuleNotFoundError as err:
-        if err.name != "specserve.profile.fields":
-            raise
-        return {}
-    if not hasattr(fields, "generated_files"):
-        return {}
-    files = {_relative(Path(path)): text for path, text in fields.generated_files().items()}
+def profile_field_files(_read: ReadSource) -> Mapping[str, Produce]:
+    """The profile field table's files: specserve/profile/schema.json and the field table in
+    docs/profile.md (`specserve.profile.fields.generated_files()`, absolute path -> text)."""
+    files = {_relative(Path(path)): text for path, text in profile_generated_files().items()}
     return {name: (lambda text=text: text) for name, text in files.items()}
 
 

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from specserve import chart
-from specserve.generate import profile_field_files, registry, run, stale
+from specserve.generate import registry, run, stale
+from specserve.profile.fields import schema_text as profile_schema_text
 
 REPO = Path(__file__).resolve().parents[1]
 FIX = ".venv/bin/specserve generate"
@@ -42,18 +43,10 @@ def test_every_file_that_says_it_is_generated_is_in_the_registry() -> None:
         <= set(files)  # fmt: skip
 
 
-def test_profile_field_table_plugs_in_when_it_exists() -> None:
-    hooked = profile_field_files(lambda rel: (REPO / rel).read_text(encoding="utf-8"))
-    try:
-        from specserve.profile import fields  # type: ignore[attr-defined]
-    except ImportError:
-        assert hooked == {}
-        return
-    expected = {
-        (Path(p).relative_to(REPO) if Path(p).is_absolute() else Path(p)).as_posix()
-        for p in fields.generated_files()
-    }
-    assert set(hooked) == expected and expected <= set(registry(REPO))
+def test_the_profile_field_table_is_registered() -> None:
+    files = registry(REPO)
+    assert {"specserve/profile/schema.json", "docs/profile.md"} <= set(files)
+    assert files["specserve/profile/schema.json"]() == profile_schema_text()
 
 
 @pytest.fixture

@@ -28,7 +28,6 @@ from specserve.profile.fields import (
     Field,
     default_of,
     docs_table,
-    generated_files,
 )
 from specserve.profile.flags import OWNED_DESTS, OWNED_FLAGS
 from specserve.profile.model import profile_from_document
@@ -36,7 +35,6 @@ from specserve.profile.render import API_KEY_PLACEHOLDER, EMITTERS, render_argv
 from specserve.profile.schema import profile_schema
 from specserve.upstream import VERIFIED_VERSIONS
 
-FIX = "regenerate with `.venv/bin/specserve generate`"
 WITH_FLAGS = [f for f in FIELDS if f.owns]
 # Where the model keeps a field under another name, or not at all (read by the checks only).
 MODEL_NAME = {"baseline.gen_throughput_tok_s": (model.Profile, "baseline_gen_throughput")}
@@ -98,11 +96,6 @@ def _model_attribute(row: Field) -> dataclasses.Field[Any]:
 
 
 # --- generated files ----------------------------------------------------------------------------
-
-
-def test_the_generated_files_are_what_the_table_generates():
-    for path, text in generated_files().items():
-        assert path.read_text(encoding="utf-8") == text, f"{path} is stale: {FIX}"
 
 
 def test_schema_json_is_the_schema_the_library_validates_with():
