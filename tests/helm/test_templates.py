@@ -23,7 +23,12 @@ VALUES = yaml.safe_load((CHART / "values.yaml").read_text(encoding="utf-8"))
 IMAGE = f"{VALUES['image']['repository']}:{VALUES['image']['tag']}"
 EXPORTER_IMAGE = f"{VALUES['exporterImage']['repository']}:{VALUES['exporterImage']['tag']}"
 ALERT = "SpecDecodeAcceptLengthLow"
-_MISSING = object()
+class _Absent:
+    def __repr__(self) -> str:
+        return "<absent>"
+
+
+_MISSING = _Absent()
 # ["quoted.key"] | [0] | [field=value] | plain key
 _TOKEN = re.compile(r'\["([^"]+)"\]|\[(\d+)\]|\[([^\]=]+=[^\]]*)\]|([^.\[\]]+)')
 
@@ -195,6 +200,77 @@ CASES: list[Case] = [
         Absent(EXPORTER),
         Absent(f"{POD}.volumes[name=logs].emptyDir.medium"),
     ), values="monitoring-off"),
+    Case("takes the port, log budget and probes from the small profile and its values", *DEPLOY, (
+        Equal(f"{SGLANG}.ports[name=http].containerPort", 30000),  # the profile's server.port
+        # (backup_count 3 + the live file) x 50 MiB + 64 MiB slack
+        Equal(f"{POD}.volumes[name=logs].emptyDir.sizeLimit", 4 * 52428800 + 64 * 1048576),
+        Equal(f"{POD}.volumes[name=dshm].emptyDir.sizeLimit", "8Gi"),
+        Equal(f"{POD}.volumes[name=model].persistentVolumeClaim.claimName", "llama-models"),
+        Equal(f"{SGLANG}.startupProbe.initialDelaySeconds", 30),
+        Equal(f"{SGLANG}.startupProbe.failureThreshold", 60),
+        Equal(f"{SGLANG}.readinessProbe.periodSeconds", 15),
+        Equal(f"{SGLANG}.readinessProbe.timeoutSeconds", 30),
+        # No api_key in this profile: no Secret mounted.
+        Absent(f"{SGLANG}.volumeMounts[name=api-key]"),
+        Absent(f"{POD}.volumes[name=api-key]"),
+    ), values="small-model"),
+    Case("mounts the operator's API-key Secret under the key it names", *DEPLOY, (
+        Equal(f"{POD}.volumes[name=api-key].secret.secretName", "kimi-api-key"),
+        Equal(f"{POD}.volumes[name=api-key].secret.items", [{"key": "key", "path": "api-key"}]),
+        Equal(f"{POD}.volumes[name=model].persistentVolumeClaim.claimName", "kimi-k2-5-weights"),
+    ), values="existing-pvc"),
+    Case("schedules on the labelled nodes of a host-path cache", *DEPLOY, (
+        Equal(f"{POD}.nodeSelector", {"specserve.io/model-cache": "kimi-k2.5"}),
+        Equal(f"{POD}.volumes[name=model].hostPath",
+              {"path": "/mnt/nvme/models", "type": "Directory"}),
+        Absent(f"{POD}.volumes[name=model].persistentVolumeClaim"),
+    ), values="hostpath-cache"),
+    Case("waits for the download Job's marker as the unprivileged exporter image", *DEPLOY, (
+        Equal(f"{POD}.initContainers[name=wait-for-weights].image", EXPORTER_IMAGE),
+        Equal(f"{POD}.initContainers[name=wait-for-weights].securityContext.runAsUser", 10001),
+        Equal(f"{POD}.initContainers[name=wait-for-weights]"
+              ".securityContext.readOnlyRootFilesystem", True),
+        Equal(f"{POD}.volumes[name=model].persistentVolumeClaim.claimName", "specserve-models"),
+    ), values="download-job"),
+    Case("keeps the downloaded weights' PVC past the release", "pvc-models.yaml",
+         "PersistentVolumeClaim/specserve-models", (
+        Equal("spec.accessModes", ["ReadWriteOnce"]),
+        Equal("spec.storageClassName", "fast-nvme"),
+        Equal("spec.resources.requests.storage", "1500Gi"),
+        Equal('metadata.annotations["helm.sh/resource-policy"]', "keep"),
+    ), values="download-job"),
+    Case("spreads the replicas over nodes and scrapes them with a PodMonitor", *DEPLOY, (
+        Equal("spec.replicas", 3),
+        Equal(f"{POD}.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0]"
+              ".topologyKey", "kubernetes.io/hostname"),
+    ), values="replicas-router"),
+    Case("scrapes every replica's exporter and SGLang", "podmonitor.yaml", "PodMonitor/specserve", (
+        Equal("metadata.labels.release", "kube-prometheus-stack"),
+        Equal("spec.podMetricsEndpoints[port=metrics].relabelings[0].replacement",
+              "specserve-exporter"),
+        Equal("spec.podMetricsEndpoints[port=http].relabelings[0].replacement",
+              "specserve-sglang"),
+        Equal("spec.podMetricsEndpoints[port=http].path", "/metrics"),
+        Equal('spec.selector.matchLabels["app.kubernetes.io/component"]', "server"),
+    ), values="replicas-router"),
+    Case("runs the router unprivileged with health probes", "router.yaml",
+         "Deployment/specserve-router", (
+        Equal("spec.replicas", 2),
+        Equal(f"{POD}.serviceAccountName", "specserve-router"),
+        Equal(f"{POD}.containers[name=router].readinessProbe.httpGet.path", "/readiness"),
+        Equal(f"{POD}.containers[name=router].livenessProbe.httpGet.path", "/liveness"),
+        Equal(f"{POD}.containers[name=router].securityContext.runAsUser", 65534),
+        Equal(f"{POD}.containers[name=router].securityContext.readOnlyRootFilesystem", True),
+        Contains(f"{POD}.containers[name=router].args", "--prometheus-port"),
+    ), values="replicas-router"),
+    Case("exposes the router's API and metrics", "router.yaml", "Service/specserve-router", (
+        Equal("spec.ports[name=http].port", 30000),
+        Equal("spec.ports[name=metrics].port", 29000),
+    ), values="replicas-router"),
+    Case("drops the metrics port with monitoring off", "service.yaml", "Service/specserve", (
+        Absent("spec.ports[name=metrics]"),
+        Equal("spec.ports[name=http].port", 8000),
+    ), values="monitoring-off"),
     Case("serves the API and the exporter's metrics on the ClusterIP Service",
          "service.yaml", "Service/specserve", (
         Equal("spec.type", "ClusterIP"),
@@ -275,6 +351,14 @@ def test_download_job_runs_as_the_images_user_with_the_token_as_a_file() -> None
         "capabilities": {"drop": ["ALL"]},
     }
     assert {"name": "HF_TOKEN_PATH", "value": "/run/secrets/hf/token"} in container["env"]
+    # A new Job per weight set (its name hashes the repos); the repos it fetches are the values'.
+    assert re.fullmatch(r"specserve-download-[0-9a-f]{8}", job["metadata"]["name"])
+    assert '"repo":"moonshotai/Kimi-K2.5"' in container["command"][-1]
+    assert pod["restartPolicy"] == "OnFailure" and job["spec"]["activeDeadlineSeconds"] == 21600
+    mounts = {m["name"]: m for m in container["volumeMounts"]}
+    assert not mounts["model"].get("readOnly") and mounts["hf-token"]["readOnly"]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["hf-token"]["secret"]["defaultMode"] == 0o400
 
 
 def test_a_profile_change_rolls_the_pods() -> None:
@@ -300,11 +384,20 @@ def test_disabling_the_rule_object_renders_nothing() -> None:
 
 
 def test_every_template_has_a_case() -> None:
-    """A new template comes with its cases (hook-validate, router, ingress, pvc and the test pod
-    are asserted in test_render.py)."""
+    """A new template comes with its cases (hook-validate, ingress, the download Job, the profile
+    ConfigMap and the test pod are asserted below, in test_render.py and test_sources.py)."""
     covered = {c.template for c in CASES} | {
-        "hook-validate.yaml", "router.yaml", "ingress.yaml", "pvc-models.yaml", "job-download.yaml",
-        "configmap-profile.yaml", "podmonitor.yaml", "tests", "_helpers.tpl", "NOTES.txt",
+        "hook-validate.yaml", "ingress.yaml", "job-download.yaml", "configmap-profile.yaml",
+        "tests", "_helpers.tpl", "NOTES.txt",
     }
     present = {p.name for p in (CHART / "templates").iterdir()}
     assert present <= covered, sorted(present - covered)
+
+
+def test_monitoring_off_ships_no_dashboard_or_alerts() -> None:
+    result = template(_tools(), "--values", str(CHART / "ci" / "monitoring-off-values.yaml"))
+    assert result.returncode == 0, result.stderr
+    names = {(d["kind"], d["metadata"]["name"]) for d in yaml.safe_load_all(result.stdout) if d}
+    assert ("ConfigMap", "specserve-profile") in names
+    assert not names & {("ConfigMap", "specserve-dashboard"),
+                        ("ConfigMap", "specserve-grafana-alerts")}  # fmt: skip
