@@ -40,17 +40,17 @@ class Deployment:
         base = yaml.safe_load((ROOT / "playbooks/inventory/standin/hosts.yml").read_text())
         group_vars = dict(base["specserve_demo"]["vars"])
         group_vars.update(
-            server_profile=str(self.profile),
-            server_container_name=self.prefix,
+            specserve_profile=str(self.profile),
+            specserve_container_name=self.prefix,
             server_profile_host_path=str(self.workdir / "etc/profile.yaml"),
             server_state_dir=str(self.state_dir),
             server_secrets_dir=str(self.workdir / "secrets"),
             server_api_key_owner="10001",
-            server_log_owner="10001",
-            server_log_dir=str(self.workdir / "log"),
+            specserve_log_owner="10001",
+            specserve_log_dir=str(self.workdir / "log"),
             server_health_poll_s=0.5,
             server_drain_poll_s=0.5,
-            exporter_port=self.exporter_port,
+            specserve_exporter_port=self.exporter_port,
             monitoring_dir=str(self.workdir / "monitoring"),
             monitoring_data_dir=str(self.workdir / "monitoring-data"),
             monitoring_prometheus_port=self.prometheus_port,

@@ -232,7 +232,7 @@ def test_crashing_image_is_rolled_back(deployment: Deployment, tmp_path: Path) -
     subprocess.run(["docker", "build", "-q", "-t", image, str(tmp_path)], check=True,
                    capture_output=True)
     try:
-        run = playbook(deployment.inventory, "-e", f"server_image={image}")
+        run = playbook(deployment.inventory, "-e", f"specserve_image={image}")
     finally:
         subprocess.run(["docker", "rmi", "-f", image], capture_output=True, check=False)
     assert "did not become healthy: crashed" in run.output, run.output[-6000:]
@@ -266,7 +266,7 @@ def test_accept_length_one_is_caught_and_rolled_back(deployment: Deployment,
 
 def test_gpu_profile_on_a_machine_without_gpus(deployment: Deployment) -> None:
     run = playbook(deployment.inventory, "--tags", "preflight",
-                   "-e", "server_profile=profiles/kimi-k2.5-int4-eagle3-8gpu.yaml")
+                   "-e", "specserve_profile=profiles/kimi-k2.5-int4-eagle3-8gpu.yaml")
     assert run.rc != 0
     assert "asks for 8 GPU(s), but nvidia-smi" in run.output
     assert "profiles/standin-cpu.yaml" in run.output
@@ -277,7 +277,7 @@ def test_exporter_without_log_file_is_refused(deployment: Deployment) -> None:
     before = _serving(deployment)
     nolog = deployment.workdir / "profiles" / "nolog.yaml"
     write_profile(nolog, deployment.server_port, **{"logging.file": None})
-    run = playbook(deployment.inventory, "-e", f"server_profile={nolog}")
+    run = playbook(deployment.inventory, "-e", f"specserve_profile={nolog}")
     assert run.rc != 0
     assert "has no logging.file, but the exporter" in run.output
     assert "Fix: set logging.file in the profile" in run.output
@@ -308,8 +308,8 @@ def test_several_nodes_one_at_a_time_stop_at_first_failure(deployment: Deploymen
     write_profile(bad, deployment.server_port, **{"drafter.algorithm": "EAGLE"})
     inventory = deployment.write_inventory(tmp_path / "fleet.yml", {
         "localhost": {},  # the healthy deployment: first, and unchanged
-        "node-b": {"server_profile": str(bad)},
-        "node-c": {"server_container_name": f"{deployment.prefix}-c"},
+        "node-b": {"specserve_profile": str(bad)},
+        "node-c": {"specserve_container_name": f"{deployment.prefix}-c"},
     })
     run = playbook(inventory)
     assert run.rc != 0

@@ -24,7 +24,7 @@ def run_host_role(tmp_path: Path, gpu_count: int, *args: str) -> subprocess.Comp
         "- hosts: localhost\n"
         "  gather_facts: false\n"
         "  vars:\n"
-        f"    preflight_facts: {{name: test-profile, gpu_count: {gpu_count}}}\n"
+        f"    specserve_facts: {{name: test-profile, gpu_count: {gpu_count}}}\n"
         f"    host_docker_daemon_json: {daemon_json}\n"
         "  roles:\n"
         "    - host\n"

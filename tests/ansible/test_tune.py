@@ -60,7 +60,7 @@ def tuning(deployment: Deployment, tmp_path_factory: pytest.TempPathFactory) -> 
     write_profile(profile, deployment.server_port, **{"logging.decode_log_interval": 10})
     extra = work / "vars.yml"
     extra.write_text(yaml.safe_dump({
-        "server_profile": str(profile),
+        "specserve_profile": str(profile),
         "server_env": FAST,
         "tune_runs_dir": str(work / "runs"),
         "tune_baseline_concurrency": [1, CONCURRENCY],

@@ -79,7 +79,7 @@ AGREEMENTS: list[Agreement] = [
     Agreement("docker/sglang-local-base/Dockerfile", dockerfile_arg("SGLANG_VERSION"), lambda: VERSIONS["sglang"]["pinned"]),  # noqa: E501
     Agreement("docker/exporter/Dockerfile", dockerfile_arg("SPECSERVE_VERSION"), project_version),
     Agreement("docker/standin/Dockerfile", dockerfile_arg("SPECSERVE_VERSION"), project_version),
-    Agreement("ansible/roles/server/defaults/main.yml", yaml_key("server_image"), lambda: f"{VERSIONS['specserve_images']['sglang']['repository']}:{VERSIONS['specserve_images']['sglang']['tag']}"),  # noqa: E501
+    Agreement("ansible/roles/specserve/defaults/main.yml", yaml_key("specserve_image"), lambda: f"{VERSIONS['specserve_images']['sglang']['repository']}:{VERSIONS['specserve_images']['sglang']['tag']}"),  # noqa: E501
     Agreement("ansible/roles/weights/defaults/main.yml", yaml_key("weights_hf_hub_version"), lambda: VERSIONS["tools"]["huggingface_hub"]),  # noqa: E501
     Agreement("ansible/roles/weights/defaults/main.yml", yaml_key("weights_hf_click_version"), lambda: VERSIONS["tools"]["click"]),  # noqa: E501
     # Ansible defaults and Helm values add their lines here, e.g.

@@ -10,7 +10,7 @@ secret would have been (so the redaction was exercised, not bypassed).
 
 Where each secret is planted:
 - API key: the profile's key file (launcher, SGLang stand-in, bench, Helm test), Ansible's
-  `server_api_key` (a profile reading it from `$SPECSERVE_API_KEY`: it is in the server
+  `specserve_api_key` (a profile reading it from `$SPECSERVE_API_KEY`: it is in the server
   container's environment; verify; bench in baseline / tune).
 - HF token: `HF_TOKEN` in the launcher's environment (redacted by the tee as an injected
   secret), Ansible's `weights_hf_token`, used for real by a weights stage from a Hub stand-in
@@ -206,7 +206,7 @@ def ansible_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str,
     runs = workdir / "runs"
     extra = workdir / "vars.yml"
     extra.write_text(yaml.safe_dump({
-        "server_api_key": SECRETS["api_key"],
+        "specserve_api_key": SECRETS["api_key"],
         "weights_hf_token": SECRETS["hf_token"],
         "monitoring_grafana_admin_password": SECRETS["grafana_password"],
         "server_env": {"SPECSERVE_STANDIN_LOAD_SECONDS": "0.5",
