@@ -2,5 +2,5 @@
 
 `rules` holds the alert and recording-rule definitions; the other modules render them for
 Prometheus, the Helm chart's PrometheusRule, Grafana-managed alerting and the Grafana dashboard.
-`python -m specserve.monitoring.generate` rewrites every committed artefact under `monitoring/`.
+`specserve generate` (specserve/generate.py) rewrites every committed artefact under `monitoring/`.
 """
