@@ -219,15 +219,7 @@ def test_the_sync_comment_names_this_test(role: Path) -> None:
     assert text.splitlines()[1] == SYNC_COMMENT, role.name
 
 
-# The verify role's tasks still read the server's server_stability_* settings: their rewrite onto
-# `specserve verify` (issue 17 item 3) is another change. Strict: it fails once they stop.
-_VERIFY_PENDING = pytest.mark.xfail(
-    strict=True, reason="verify's tasks read server_stability_* (issue 17 item 3 rewrite)")
-
-
-@pytest.mark.parametrize("role", [
-    pytest.param(r, marks=_VERIFY_PENDING) if r.name == "verify" else r for r in ROLES
-], ids=[r.name for r in ROLES])
+@pytest.mark.parametrize("role", ROLES, ids=[r.name for r in ROLES])
 def test_roles_read_only_their_own_and_shared_variables(role: Path) -> None:
     foreign = foreign_references(role)
     assert not foreign, f"{role.name} reads other roles' variables: {sorted(foreign)}"
