@@ -19,7 +19,6 @@ from specserve.monitoring.grafana_alerting import (
 from specserve.monitoring.grafana_provisioning import dashboard_provider, datasource_provisioning
 from specserve.monitoring.helm import helm_template, helm_values_text
 from specserve.monitoring.prometheus import render_rules
-from specserve.monitoring.promtool import promtool_cases
 from specserve.monitoring.yamlio import dump_yaml
 
 GENERATED = (
@@ -29,10 +28,6 @@ GENERATED = (
 _UID_NOTE = (
     f"\nSet {DATASOURCE_UID_ENV} in Grafana's environment (for example specserve-prometheus);\n"
     "the datasource and the alert rules both read it."
-)
-_WINDOW_NOTE = (
-    "\nThe rule file here is `specserve rules render --overrides overrides.yml`; the test file\n"
-    "passes only at the overridden window (cd here; promtool test rules drafts-rejected-*.yml)."
 )
 _POLICY_NOTE = (
     "\nExample only, not loaded from here: provisioning a notification policy REPLACES the\n"
@@ -64,11 +59,4 @@ def artefacts() -> dict[str, Callable[[], str]]:
         ),
         "monitoring/alertmanager/alertmanager.yml": _yaml(alertmanager_config),
     }
-    cases = promtool_cases()
-    for name, document in cases.promtool_test_files().items():
-        files[f"monitoring/prometheus/tests/{name}"] = _yaml(lambda d=document: d)
-    for name, document in cases.window_override_files().items():
-        files[f"monitoring/prometheus/tests/{cases.WINDOW_OVERRIDE_DIR}/{name}"] = _yaml(
-            lambda d=document: d, _WINDOW_NOTE
-        )
     return files

@@ -1,8 +1,8 @@
 """promtool unit tests for every alert and recording rule, written as scenarios.
 
-Test code, not shipped in the package: `specserve generate` lays these scenarios out as the
-committed files under monitoring/prometheus/tests/ (it reads this file from the checkout), and
-tests/monitoring runs promtool on them.
+Test code, not shipped in the package nor committed as YAML: the `promtool_tests` fixture
+(tests/monitoring/conftest.py) lays these scenarios out beside a copy of the committed rule file,
+and tests/monitoring runs `promtool test rules` on them.
 
 Each scenario is hand-written input (counters and gauges as the exporter would expose them) and
 hand-computed expectations: which alert fires, when, with which labels and which rendered value.
@@ -682,7 +682,7 @@ WINDOW_OVERRIDE_CASES: list[Case] = [
 
 
 def window_override_files() -> dict[str, dict[str, Any]]:
-    """File name (under monitoring/prometheus/tests/window-override/) -> YAML document."""
+    """File name (under the promtool tests' window-override/) -> YAML document."""
     return {
         "overrides.yml": {"alerts": WINDOW_OVERRIDES},
         WINDOW_OVERRIDE_RULE_FILE: render_rules(WINDOW_OVERRIDES),
@@ -693,7 +693,7 @@ def window_override_files() -> dict[str, dict[str, Any]]:
 
 
 def promtool_test_files() -> dict[str, dict[str, Any]]:
-    """File name (under monitoring/prometheus/tests/) -> promtool test document."""
+    """File name (in the promtool tests' directory) -> promtool test document."""
     files: dict[str, dict[str, Any]] = {}
     for name, cases in CASES.items():
         files[f"{ALERTS_BY_NAME[name].runbook_slug}.yml"] = _file(cases, [RULE_FILE])

@@ -23,8 +23,6 @@ from specserve.monitoring.yamlio import dump_yaml
 from .conftest import MONITORING, run, run_helm
 from .promtool_cases import WINDOW_OVERRIDE_DIR, WINDOW_OVERRIDE_RULE_FILE, WINDOW_OVERRIDES
 
-WINDOW_TESTS = MONITORING / "prometheus" / "tests" / WINDOW_OVERRIDE_DIR
-
 
 @pytest.fixture(scope="module")
 def chart(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -97,13 +95,14 @@ def test_overridden_values_render_like_python_overrides(
 
 
 def test_window_values_render_the_window_override_rule_file(
-    helm: str, chart: Path, promtool: str, tmp_path: Path
+    helm: str, chart: Path, promtool: str, promtool_tests: Path, tmp_path: Path
 ) -> None:
-    # The same settings as monitoring/prometheus/tests/window-override/overrides.yml, given as
+    window_tests = promtool_tests / WINDOW_OVERRIDE_DIR
+    # The same settings as the promtool scenarios' window-override/overrides.yml, given as
     # Helm values: the chart must render that directory's rule file, and its promtool test (which
     # only passes at the 1m window) must pass on the chart's rules too.
     rendered = helm_render(helm, chart, _alerts_values(WINDOW_OVERRIDES), tmp_path)
-    committed = yaml.safe_load((WINDOW_TESTS / WINDOW_OVERRIDE_RULE_FILE).read_text())
+    committed = yaml.safe_load((window_tests / WINDOW_OVERRIDE_RULE_FILE).read_text())
     assert rendered == committed
     drafts = {r["alert"]: r for r in rendered["groups"][1]["rules"]}["SpecDecodeDraftsRejected"]
     assert drafts["expr"] == "instance:specserve_decode_accept_length:mean1m < 1.05"
@@ -113,7 +112,7 @@ def test_window_values_render_the_window_override_rule_file(
     ]
     assert "[1m]" in mean1m["expr"] and "[2m]" not in mean1m["expr"]
     (tmp_path / WINDOW_OVERRIDE_RULE_FILE).write_text(dump_yaml(rendered))
-    for test in WINDOW_TESTS.glob("drafts-rejected-*.yml"):
+    for test in window_tests.glob("drafts-rejected-*.yml"):
         (tmp_path / test.name).write_text(test.read_text())
         result = run(promtool, "test", "rules", test.name, cwd=tmp_path)
         assert result.returncode == 0, result.stdout + result.stderr

@@ -23,8 +23,6 @@ from .promtool_cases import (
 )
 
 RULES = MONITORING / "prometheus" / "specserve-rules.yml"
-TESTS = MONITORING / "prometheus" / "tests"
-WINDOW_TESTS = TESTS / WINDOW_OVERRIDE_DIR
 
 
 def _record_count(document: dict) -> int:
@@ -40,22 +38,24 @@ def test_committed_rules_pass_promtool_check(promtool: str) -> None:
     assert f"SUCCESS: {expected} rules found" in result.stdout
 
 
-def test_promtool_unit_tests_pass(promtool: str) -> None:
-    files = sorted(TESTS.glob("*.yml"))
+def test_promtool_unit_tests_pass(promtool: str, promtool_tests: Path) -> None:
+    files = sorted(promtool_tests.glob("*.yml"))
     assert len(files) == len(promtool_test_files())
-    result = run(promtool, "test", "rules", *[f.name for f in files], cwd=TESTS)
+    result = run(promtool, "test", "rules", *[f.name for f in files], cwd=promtool_tests)
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.count("SUCCESS") == len(files)
 
 
-def test_a_broken_threshold_makes_the_unit_tests_fail(promtool: str, tmp_path: Path) -> None:
+def test_a_broken_threshold_makes_the_unit_tests_fail(
+    promtool: str, promtool_tests: Path, tmp_path: Path
+) -> None:
     # The unit tests must catch a wrong rule, not just pass on any rule.
     broken = RULES.read_text().replace("< 1.05", "< 0.5")
     assert broken != RULES.read_text()
     (tmp_path / "specserve-rules.yml").write_text(broken)
     (tmp_path / "tests").mkdir()
     test_file = tmp_path / "tests" / "spec-decode-drafts-rejected.yml"
-    test_file.write_text((TESTS / test_file.name).read_text())
+    test_file.write_text((promtool_tests / test_file.name).read_text())
     result = run(promtool, "test", "rules", test_file.name, cwd=tmp_path / "tests")
     assert result.returncode != 0
     assert "SpecDecodeDraftsRejected" in result.stdout + result.stderr
@@ -84,39 +84,42 @@ def test_every_recording_rule_is_unit_tested() -> None:
     assert tested == {r["record"] for r in render_rules()["groups"][0]["rules"]}
 
 
-def test_window_override_promtool_tests_pass(promtool: str) -> None:
-    tests = sorted(WINDOW_TESTS.glob("drafts-rejected-*.yml"))
+def test_window_override_promtool_tests_pass(promtool: str, promtool_tests: Path) -> None:
+    window_tests = promtool_tests / WINDOW_OVERRIDE_DIR
+    tests = sorted(window_tests.glob("drafts-rejected-*.yml"))
     assert tests
-    result = run(promtool, "test", "rules", *[t.name for t in tests], cwd=WINDOW_TESTS)
+    result = run(promtool, "test", "rules", *[t.name for t in tests], cwd=window_tests)
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.count("SUCCESS") == len(tests)
-    rules = yaml.safe_load((WINDOW_TESTS / WINDOW_OVERRIDE_RULE_FILE).read_text())
-    overrides = yaml.safe_load((WINDOW_TESTS / "overrides.yml").read_text())["alerts"]
+    rules = yaml.safe_load((window_tests / WINDOW_OVERRIDE_RULE_FILE).read_text())
+    overrides = yaml.safe_load((window_tests / "overrides.yml").read_text())["alerts"]
     assert rules == render_rules(overrides)
 
 
 @pytest.mark.parametrize("window", ["2m", "5m"])
 def test_the_window_override_tests_fail_at_other_windows(
-    promtool: str, tmp_path: Path, window: str
+    promtool: str, promtool_tests: Path, tmp_path: Path, window: str
 ) -> None:
     # They pin the 1m window: the same scenario must fail on rules rendered at another window.
     rules = render_rules({"SpecDecodeDraftsRejected": {"window": window}})
     (tmp_path / WINDOW_OVERRIDE_RULE_FILE).write_text(dump_yaml(rules))
-    test = next(WINDOW_TESTS.glob("drafts-rejected-*.yml"))
+    test = next((promtool_tests / WINDOW_OVERRIDE_DIR).glob("drafts-rejected-*.yml"))
     (tmp_path / test.name).write_text(test.read_text())
     result = run(promtool, "test", "rules", test.name, cwd=tmp_path)
     assert result.returncode != 0
     assert "time: 13m15s" in result.stdout + result.stderr
 
 
-def test_the_default_drafts_rejected_window_fires_promptly(promtool: str, tmp_path: Path) -> None:
+def test_the_default_drafts_rejected_window_fires_promptly(
+    promtool: str, promtool_tests: Path, tmp_path: Path
+) -> None:
     # The committed test fires by 25m after a switch at 20m (2m window + 2m for, plus one
     # evaluation for promtool's group order); at the old 5m
     # window the same check fails.
     rules = render_rules({"SpecDecodeDraftsRejected": {"window": "5m"}})
     (tmp_path / "specserve-rules.yml").write_text(dump_yaml(rules))
     (tmp_path / "tests").mkdir()
-    source = yaml.safe_load((TESTS / "spec-decode-drafts-rejected.yml").read_text())
+    source = yaml.safe_load((promtool_tests / "spec-decode-drafts-rejected.yml").read_text())
     source["tests"] = [t for t in source["tests"] if "healthy 2.20 for 20m" in t["name"]]
     assert len(source["tests"]) == 1
     for check in source["tests"][0]["alert_rule_test"]:
