@@ -17,6 +17,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "specserve.monitoring.cli",
     "specserve.nccl.cli",
     "specserve.bench.cli",
+    "specserve.verify.cli",
     "specserve.generate",
 )
 
