@@ -10,12 +10,12 @@ from __future__ import annotations
 import copy
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from specserve.profile.facts import NO_SPECULATION, gpus_needed, speculates
-from specserve.profile.fields import default_of
+from specserve.profile.fields import BY_PATH, default_of
 
 
 def _fresh(path: str) -> Callable[[], Any]:
@@ -121,6 +121,18 @@ class Profile:
     )
     description: str = ""
     source_path: Path | None = None
+    # The schema-valid document: where rows without a typed attribute are read from.
+    document: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def document_value(self, path: str) -> Any:
+        """A field's value as the profile wrote it, else the table's default (None when it has
+        none): for the rows only render reads, which have no attribute here."""
+        node: Any = self.document
+        for key in path.split("."):
+            if not isinstance(node, dict) or node.get(key) is None:
+                return BY_PATH[path].default if BY_PATH[path].has_default else None
+            node = node[key]
+        return node
 
     @property
     def speculative(self) -> Drafter | None:
@@ -156,6 +168,13 @@ def _resolve_local(path: str, base: Path | None) -> str:
     return path
 
 
+def _own(cls: type, doc: dict[str, Any]) -> dict[str, Any]:
+    """The keys of a section that `cls` has attributes for (render-only rows stay behind in
+    Profile.document)."""
+    names = {f.name for f in fields(cls)}
+    return {k: v for k, v in doc.items() if k in names}
+
+
 def profile_from_document(doc: dict[str, Any], source_path: Path | None = None) -> Profile:
     """Build a Profile from a schema-valid document."""
     base = source_path.parent if source_path is not None else None
@@ -168,14 +187,14 @@ def profile_from_document(doc: dict[str, Any], source_path: Path | None = None) 
         drafter_doc["algorithm"] = canonical_algorithm(drafter_doc["algorithm"])
         if drafter_doc.get("path"):
             drafter_doc["path"] = _resolve_local(drafter_doc["path"], base)
-        drafter = Drafter(**drafter_doc)
+        drafter = Drafter(**_own(Drafter, drafter_doc))
     server_doc = dict(doc.get("server") or {})
     secret = server_doc.pop("api_key", None)
     if "launch_command" in server_doc:
         server_doc["launch_command"] = tuple(server_doc["launch_command"])
     if "extra_args" in server_doc:
         server_doc["extra_args"] = tuple(server_doc["extra_args"])
-    server = Server(**server_doc, api_key=ApiKeySecret(**secret) if secret else None)
+    server = Server(**_own(Server, server_doc), api_key=ApiKeySecret(**secret) if secret else None)
     nccl_doc = dict(doc.get("nccl") or {})
     if "overrides" in nccl_doc:
         nccl_doc["overrides"] = dict(nccl_doc["overrides"])
@@ -184,14 +203,15 @@ def profile_from_document(doc: dict[str, Any], source_path: Path | None = None) 
     return Profile(
         name=doc["name"],
         description=doc.get("description", ""),
-        target=Target(**target_doc),
+        target=Target(**_own(Target, target_doc)),
         drafter=drafter,
-        parallelism=Parallelism(**doc["parallelism"]),
-        gpu=Gpu(**doc["gpu"]),
+        parallelism=Parallelism(**_own(Parallelism, doc["parallelism"])),
+        gpu=Gpu(**_own(Gpu, doc["gpu"])),
         server=server,
-        nccl=Nccl(**nccl_doc),
+        nccl=Nccl(**_own(Nccl, nccl_doc)),
         env=dict(doc.get("env") or {}),
-        logging=Logging(**logging_doc),
+        logging=Logging(**_own(Logging, logging_doc)),
         baseline_gen_throughput={k: float(v) for k, v in baseline_doc.items()},
         source_path=source_path,
+        document=doc,
     )

@@ -130,7 +130,12 @@ def render_argv(profile: Profile, sglang_version: str | None = None) -> list[str
     for row in FIELDS:
         holder = None if row.emit is None else _holder(profile, row.section)
         if row.emit is not None and holder is not None:
-            argv += EMITTERS[row.emit](row, getattr(holder, row.name), profile, contract)
+            value = (
+                getattr(holder, row.name)
+                if hasattr(holder, row.name)
+                else profile.document_value(row.path)  # a row only render reads
+            )
+            argv += EMITTERS[row.emit](row, value, profile, contract)
     return argv
 
 

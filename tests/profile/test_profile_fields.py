@@ -2,8 +2,9 @@
 docs table (committed, generated), the model's defaults, the renderer and the owned flags.
 
 Adding an SGLang flag is one row in the table; `test_a_row_with_a_flag_renders_is_owned_in_the_
-schema_and_documented` then proves it end to end for that row (and the model test asks for the
-typed attribute the row's value lands in).
+schema_and_documented` then proves it end to end for that row. A row other code reads by name
+gets a typed model attribute (with the table's default, checked here); a row only render reads
+needs none (`Profile.document_value`), as `server.kv_cache_dtype` shows.
 """
 
 from __future__ import annotations
@@ -88,11 +89,15 @@ def _sample(row: Field) -> Any:
     return "sample"
 
 
-def _model_attribute(row: Field) -> dataclasses.Field[Any]:
+def _model_attribute(row: Field) -> dataclasses.Field[Any] | None:
     cls, name = MODEL_NAME.get(row.path) or (
         (SECTION_CLASSES[row.section], row.name) if row.section else (model.Profile, row.name)
     )
-    return {f.name: f for f in dataclasses.fields(cls)}[name]
+    return {f.name: f for f in dataclasses.fields(cls)}.get(name)
+
+
+# Rows only render reads: no model attribute, their value comes from Profile.document_value.
+RENDER_ONLY = [f for f in FIELDS if f.path not in NOT_IN_MODEL and _model_attribute(f) is None]
 
 
 # --- generated files ----------------------------------------------------------------------------
@@ -135,8 +140,12 @@ def test_the_docs_table_is_between_its_markers_once():
 @pytest.mark.parametrize(
     "row", [f for f in FIELDS if f.path not in NOT_IN_MODEL], ids=lambda r: r.path
 )
-def test_every_field_is_a_model_attribute_with_the_tables_default(row):
+def test_every_field_is_a_model_attribute_with_the_tables_default_or_render_only(row):
     attribute = _model_attribute(row)
+    if attribute is None:  # render-only: it must render, and nothing may need it typed
+        assert row.emit in (Emit.VALUE, Emit.SWITCH, Emit.UNLESS_DEFAULT), row.path
+        assert not row.required, f"{row.path}: a required field needs a model attribute"
+        return
     if row.required:
         assert attribute.default is dataclasses.MISSING
         assert attribute.default_factory is dataclasses.MISSING
@@ -152,7 +161,22 @@ def test_every_field_is_a_model_attribute_with_the_tables_default(row):
 @pytest.mark.parametrize("section", SECTION_CLASSES)
 def test_every_model_attribute_of_a_section_is_a_row(section):
     names = {f.name for f in dataclasses.fields(SECTION_CLASSES[section])}
-    assert names == {f.name for f in FIELDS if f.section == section}
+    rows = {f.name for f in FIELDS if f.section == section and f not in RENDER_ONLY}
+    assert names == rows
+
+
+def test_a_render_only_row_needs_no_attribute_and_reads_the_document():
+    # The one-edit path: server.kv_cache_dtype is a row and nothing else (no model attribute).
+    assert [f.path for f in RENDER_ONLY] == ["server.kv_cache_dtype"]
+    doc = kimi_doc()
+    assert render_argv(profile_from_document(doc)).count("--kv-cache-dtype") == 0
+    doc["server"]["kv_cache_dtype"] = "fp8_e5m2"
+    profile = profile_from_document(doc)
+    assert not hasattr(profile.server, "kv_cache_dtype")
+    assert profile.document_value("server.kv_cache_dtype") == "fp8_e5m2"
+    argv = render_argv(profile)
+    assert argv[argv.index("--kv-cache-dtype") + 1] == "fp8_e5m2"
+    assert profile_from_document(kimi_doc()).document_value("server.kv_cache_dtype") is None
 
 
 def test_a_minimal_profile_gets_every_default_of_the_table():
@@ -160,7 +184,9 @@ def test_a_minimal_profile_gets_every_default_of_the_table():
     doc["gpu"] = {"count": 1}
     profile = profile_from_document(doc)
     for row in FIELDS:
-        if row.has_default and row.path not in NOT_IN_MODEL and row.section != "drafter":
+        if row in RENDER_ONLY:
+            assert profile.document_value(row.path) == default_of(row.path), row.path
+        elif row.has_default and row.path not in NOT_IN_MODEL and row.section != "drafter":
             holder = getattr(profile, row.section) if row.section else profile
             name = row.name
             if row.path in MODEL_NAME:
