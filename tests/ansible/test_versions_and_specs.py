@@ -30,7 +30,7 @@ def _ref(section: str, name: str) -> str:
     ("role", "key", "expected"),
     [
         ("specserve", "specserve_image", _ref("specserve_images", "sglang")),
-        ("exporter", "exporter_image", _ref("specserve_images", "exporter")),
+        ("specserve", "specserve_exporter_image", _ref("specserve_images", "exporter")),
         ("monitoring", "monitoring_prometheus_image", _ref("upstream_images", "prometheus")),
         ("monitoring", "monitoring_alertmanager_image", _ref("upstream_images", "alertmanager")),
         ("monitoring", "monitoring_grafana_image", _ref("upstream_images", "grafana")),
