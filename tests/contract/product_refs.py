@@ -1,8 +1,9 @@
 """What the product asks of a running SGLang, collected from the product's own files.
 
 Metric references: every metric selector in the Prometheus rules, the Grafana dashboards and
-alerts (the generated files and the chart's rendered goldens), every metric name the verification
-gate, the Helm test, the benchmark and the monitoring sources read, and every `sglang:*` name the
+alerts (the generated files and the chart's rendered golden), every metric name the exporter
+declares (names.py) and the verification gate (`specserve verify`, which Ansible and the Helm
+test run), the benchmark and the monitoring sources read, and every `sglang:*` name the
 docs give in backticks. HTTP calls: the chart's probes and scrapes (rendered goldens), the Ansible
 roles' requests (uri tasks, the health-gate poll, Docker's health check, the Prometheus scrape
 job), the Helm test's and the benchmark's URLs, and the URLs the docs tell a user to curl. The
@@ -132,19 +133,44 @@ def helm_renders() -> list[MetricRef]:
     return out
 
 
-_GATE_FILTER = re.compile(
-    r"prometheus_(?:sum|samples)\(\s*'([^']+)'((?:\s*,\s*\w+\s*=\s*'[^']*')*)"
-)
+def names_read(paths: list[Path]) -> list[MetricRef]:
+    """The exporter metrics code reads through `specserve_exporter.names` (`names.X` and
+    `names.X.total`-style series), resolved with that module: the names the verification gate,
+    the Helm test (the same gate) and the bench read."""
+    from specserve_exporter import names
+
+    out: list[MetricRef] = []
+    for path in paths:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module == "specserve_exporter.names":
+                for alias in node.names:
+                    metric = getattr(names, alias.name, None)
+                    if isinstance(metric, names.Metric):
+                        out.append(MetricRef(f"{_rel(path)}:{node.lineno}", metric.name,
+                                             frozenset(), in_query=False))  # fmt: skip
+            elif (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "names"
+                and isinstance(getattr(names, node.attr, None), names.Metric)
+            ):
+                metric = getattr(names, node.attr)
+                out.append(MetricRef(f"{_rel(path)}:{node.lineno}", metric.name,
+                                     frozenset(), in_query=False))  # fmt: skip
+    return out
+
+
+def exporter_names() -> list[MetricRef]:
+    """Every metric the exporter declares (names.ALL), as the module builds them."""
+    from specserve_exporter import names
+
+    where = "exporter/specserve_exporter/names.py"
+    return [MetricRef(where, m.name, frozenset(m.labels), in_query=False) for m in names.ALL]
 
 
 def verify_gate() -> list[MetricRef]:
-    """The metric names the Ansible roles read through the prometheus_* filters."""
-    out: list[MetricRef] = []
-    for path in sorted((ROOT / "ansible" / "roles").glob("*/tasks/*.yml")):
-        for match in _GATE_FILTER.finditer(path.read_text(encoding="utf-8")):
-            labels = frozenset(re.findall(r"(\w+)\s*=", match[2]))
-            out.append(MetricRef(_rel(path), match[1], labels, in_query=True))
-    return out
+    return names_read(sorted((ROOT / "specserve" / "verify").glob("*.py")))
 
 
 def _python_names(paths: list[Path]) -> list[MetricRef]:
@@ -176,12 +202,6 @@ def _python_names(paths: list[Path]) -> list[MetricRef]:
 _NAMES_IN_TEXT = re.compile(r"(?:sglang:|specserve_)[a-z0-9_:]*[a-z0-9]")
 
 
-def helm_test() -> list[MetricRef]:
-    return _python_names(sorted((ROOT / "charts" / "specserve" / "files").rglob("*.py")))
-
-
-def bench() -> list[MetricRef]:
-    return _python_names(sorted((ROOT / "specserve" / "bench").glob("*.py")))
 
 
 def monitoring_sources() -> list[MetricRef]:
@@ -201,9 +221,9 @@ METRIC_SOURCES: dict[str, Callable[[], list[MetricRef]]] = {
     "grafana dashboards (monitoring/grafana/dashboards)": grafana_dashboards,
     "grafana alerts (monitoring/grafana/provisioning)": grafana_alerts,
     "helm renders (tests/helm/golden)": helm_renders,
-    "verification gate (ansible roles' prometheus_* filters)": verify_gate,
-    "helm test (charts/specserve/files)": helm_test,
-    "bench (specserve/bench)": bench,
+    "exporter metric names (exporter/specserve_exporter/names.py)": exporter_names,
+    "verification gate, Ansible's and the Helm test's (specserve/verify)": verify_gate,
+    # The bench reads the exporter through specserve.verify.window (the gate's source above).
     "monitoring sources (specserve/monitoring)": monitoring_sources,
     "docs (backticked sglang:* names)": docs,
 }
@@ -239,6 +259,20 @@ def chart_calls() -> list[EndpointCall]:
 
 
 _SERVER_URL = re.compile(r"server_port \}\}(/[A-Za-z0-9_/]*)")
+# The URLs specserve.profile.facts derives (specserve_facts.<key> in the roles) -> their path.
+_FACT_URLS = re.compile(r"specserve_facts\.(health_url|ready_url|metrics_url|server_url)\s*\}\}"
+                        r"(/[A-Za-z0-9_/]*)?")
+
+
+def _fact_paths(text: str) -> Iterator[str]:
+    from specserve.profile import facts
+
+    by_key = {"health_url": facts.HEALTH_PATH, "ready_url": facts.LIVENESS_PATH,
+              "metrics_url": facts.METRICS_PATH, "server_url": ""}  # fmt: skip
+    for match in _FACT_URLS.finditer(text):
+        path = by_key[match[1]] + (match[2] or "")
+        if path:
+            yield path
 _JINJA_VAR = re.compile(r"^\{\{\s*([A-Za-z_][\w.]*)\s*(?:\|\s*\w+\s*)*\}\}$")
 # set_fact'ed from another variable (tasks/restart.yml, rollback.yml): read as that one.
 _ALIASES = {"server_start_spec": "server_spec"}
@@ -350,9 +384,10 @@ def ansible_calls() -> list[EndpointCall]:
                 if any(module in task for module in _DATA_MODULES):
                     continue
                 for text in _strings(task):
-                    resolved = resolve(text, variables)
-                    for match in _SERVER_URL.finditer(str(resolved)):
-                        call = _task_call(task, match[1], variables)
+                    resolved = str(resolve(text, variables))
+                    paths = [m[1] for m in _SERVER_URL.finditer(resolved)]
+                    for path in [*paths, *_fact_paths(resolved)]:
+                        call = _task_call(task, path, variables)
                         out.append(EndpointCall(f"{_rel(file)}: {call.source}", *_fields(call)))
     return out + _ansible_scrapes()
 
@@ -406,8 +441,49 @@ def python_calls(paths: list[Path]) -> list[EndpointCall]:
     return out
 
 
-def helm_test_calls() -> list[EndpointCall]:
-    return python_calls(sorted((ROOT / "charts" / "specserve" / "files").rglob("*.py")))
+def _verify_default(dest: str) -> float | None:
+    """A default of `specserve verify`'s own parser."""
+    import argparse
+
+    from specserve.verify.cli import register
+
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    namespace = parser.parse_args(["verify"])
+    return _seconds(getattr(namespace, dest))
+
+
+def verify_calls() -> list[EndpointCall]:
+    """What `specserve verify` requests (Ansible's gate and the Helm test run it): the health
+    path from facts (keyless: the gate's first request, a poll), then the paths in its code."""
+    from specserve.profile.facts import HEALTH_PATH
+
+    paths = sorted((ROOT / "specserve" / "verify").glob("*.py"))
+    # Its health request waits --request-timeout: the CLI's default, or what each caller passes.
+    values = yaml.safe_load((ROOT / "charts" / "specserve" / "values.yaml").read_text("utf-8"))
+    waits = {
+        "specserve verify (--request-timeout default)": _verify_default("request_timeout"),
+        "ansible verify role (verify_warmup_timeout_s)": _seconds(
+            resolve("{{ verify_warmup_timeout_s }}", ansible_vars())
+        ),
+        "helm test (tests.timeoutSeconds)": _seconds(values["tests"]["timeoutSeconds"]),
+    }
+    out = [EndpointCall(f"specserve/verify/gate.py: health, {who}", HEALTH_PATH, "GET", True,
+                        "poll", wait) for who, wait in waits.items()]  # fmt: skip
+    for path in paths:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.BinOp)
+                and isinstance(node.op, ast.Add)
+                and isinstance(node.right, ast.Constant)
+                and str(node.right.value).startswith("/")
+            ):
+                out.append(EndpointCall(f"{_rel(path)}:{node.lineno}", str(node.right.value),
+                                        "", False, "call", None))  # fmt: skip
+        for line, url_path, role in _url_paths(tree):
+            out.append(EndpointCall(f"{_rel(path)}:{line}", url_path, "", False, role, None))
+    return out
 
 
 def bench_calls() -> list[EndpointCall]:
@@ -434,7 +510,7 @@ def doc_calls() -> list[EndpointCall]:
 CALL_SOURCES: dict[str, Callable[[], list[EndpointCall]]] = {
     "chart probes and scrapes (tests/helm/golden)": chart_calls,
     "ansible roles and playbooks": ansible_calls,
-    "helm test (charts/specserve/files)": helm_test_calls,
+    "verification gate (specserve/verify)": verify_calls,
     "bench (specserve/bench)": bench_calls,
     "docs (server URLs)": doc_calls,
 }
