@@ -148,8 +148,11 @@ def test_interrupted_tune_resumes_ranks_skips_and_applies_best(deployment: Deplo
                     break
             time.sleep(0.3)
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)
+        ended_alone = proc.poll() is not None
+        if not ended_alone:
+            os.killpg(proc.pid, signal.SIGKILL)
         first_output = proc.communicate(timeout=30)[0]
+    assert not ended_alone, f"the first tune run ended by itself:\n{first_output[-6000:]}"
     assert run_dir is not None, first_output[-6000:]
     state = _state(run_dir)["points"]
     done = sorted(k for k, p in state.items() if p["status"] == "ok")
