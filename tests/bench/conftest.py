@@ -52,8 +52,8 @@ def wait_http(url: str, proc: subprocess.Popen[bytes], log: Path, timeout: float
         try:
             if requests.get(url, timeout=1).status_code == 200:
                 return
-        except requests.ConnectionError:
-            pass
+        except (requests.ConnectionError, requests.Timeout):
+            pass  # not listening yet, or slow to answer on a busy machine: ask again
         time.sleep(0.05)
     raise AssertionError(f"{url} not ready in {timeout} s: {log.read_text()[-2000:]}")
 
