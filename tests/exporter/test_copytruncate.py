@@ -377,6 +377,29 @@ def test_truncation_between_a_read_and_its_check_drops_the_read_and_rereads(
     assert ids(sink.lines) == list(range(100, 160))
 
 
+def test_truncated_to_empty_between_a_read_and_its_check_before_any_fingerprint(
+    tmp_path: Path,
+) -> None:
+    """The file was empty at the last look (no first bytes known), so only the length can tell
+    the read's check that the file was truncated after it. Missed, the offset carried into the
+    next generation and its start was skipped: CI lost lines 9200-9280 this way."""
+    log = tmp_path / "sglang.log"
+    log.touch()
+    sink = Sink()
+    source = RacingSource(log, sink, refill=b"")
+    source.poll_once()  # empty: no fingerprint
+    with log.open("ab") as f:
+        f.write(numbered(0, 5))
+    source.poll_once()  # reads 0-4, then the file is truncated to empty before the check
+    writer = Writer(log)
+    writer.write(numbered(100, 3))  # shorter than the offset lines 0-4 would have left
+    source.poll_once()
+    writer.write(numbered(103, 10))
+    source.poll_once()
+    writer.close()
+    assert ids(sink.lines) == list(range(100, 113))
+
+
 # --- property: any interleaving loses only lines that no copy holds and no poll saw ------
 
 OPS = st.lists(

@@ -201,6 +201,11 @@ class FileSource(Source):
         known = len(self._fingerprint)
         if head[:known] != self._fingerprint:
             return False  # shorter than before (truncated) or rewritten with other bytes
+        if len(head) < min(FINGERPRINT_SIZE, self._offset + size):
+            # Shorter than what was just read: truncated after the read. Even with no
+            # fingerprint yet (just after a restart), or the offset would carry into the
+            # next generation and skip its start.
+            return False
         overlap = min(size, len(head) - self._offset)
         if overlap > 0 and data[:overlap] != head[self._offset : self._offset + overlap]:
             return False  # the read saw other bytes than the file holds now: truncated between
