@@ -456,6 +456,28 @@ FIELDS: tuple[Field, ...] = (
         emit=Emit.VALUE,
     ),
     Field(
+        "drafter.adaptive",
+        _t("boolean"),
+        "SGLang changes steps (and draft tokens = steps + 1) at run time from the observed "
+        "accept length (`--speculative-adaptive`, SGLang 0.5.21 and 0.5.23). Only `EAGLE` / "
+        "`EAGLE3` with top-k 1 and no DP attention: SGLang otherwise turns it off with a "
+        "warning, and `check` says so. The exporter and the rules then read the draft tokens "
+        "the server reports (`sglang:spec_num_draft_tokens`), not `num_draft_tokens`.",
+        False,
+        owns=(Option("--speculative-adaptive"),),
+        emit=Emit.SWITCH,
+    ),
+    Field(
+        "drafter.adaptive_config",
+        _t("string", null=True, minLength=1),
+        "JSON file of per-batch-size `candidate_steps` (and hysteresis) for `adaptive` "
+        "(`--speculative-adaptive-config`; resolved like `target.path`); null: SGLang's "
+        "built-in table (candidate steps 0, 1, 3, 5, 7).",
+        None,
+        owns=(Option("--speculative-adaptive-config"),),
+        emit=Emit.VALUE,
+    ),
+    Field(
         "server.api_key",
         {
             "oneOf": [

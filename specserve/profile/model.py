@@ -40,6 +40,8 @@ class Drafter:
     num_steps: int | None = default_of("drafter.num_steps")
     eagle_topk: int | None = default_of("drafter.eagle_topk")
     num_draft_tokens: int | None = default_of("drafter.num_draft_tokens")
+    adaptive: bool = default_of("drafter.adaptive")
+    adaptive_config: str | None = default_of("drafter.adaptive_config")
 
     @property
     def enabled(self) -> bool:
@@ -185,8 +187,9 @@ def profile_from_document(doc: dict[str, Any], source_path: Path | None = None) 
     if drafter_doc is not None:
         drafter_doc = dict(drafter_doc)
         drafter_doc["algorithm"] = canonical_algorithm(drafter_doc["algorithm"])
-        if drafter_doc.get("path"):
-            drafter_doc["path"] = _resolve_local(drafter_doc["path"], base)
+        for key in ("path", "adaptive_config"):
+            if drafter_doc.get(key):
+                drafter_doc[key] = _resolve_local(drafter_doc[key], base)
         drafter = Drafter(**_own(Drafter, drafter_doc))
     server_doc = dict(doc.get("server") or {})
     secret = server_doc.pop("api_key", None)
