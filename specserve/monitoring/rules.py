@@ -29,7 +29,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
-from specserve.monitoring.metrics import SGLANG_RUNNING_REQUESTS, UP
+from specserve.monitoring.metrics import (
+    ROUTER_WORKER_CIRCUIT,
+    ROUTER_WORKER_HEALTH,
+    SGLANG_RUNNING_REQUESTS,
+    UP,
+)
 from specserve_exporter.names import (
     BASELINE_GEN_THROUGHPUT,
     DECODE_ACCEPT_LENGTH,
@@ -462,6 +467,132 @@ ALERTS: tuple[Alert, ...] = (
         ),
         meaning="KV-cache token usage of the fullest DP rank stays above the threshold while "
         "decoding.",
+    ),
+)
+
+# --- fleet and router (issue 19) ------------------------------------------------------------
+# Replicas are told apart by the target's own labels (instance; pod on Kubernetes); a fleet is
+# everything else they share (job, and namespace/service on Kubernetes), so fleet aggregations
+# drop exactly `instance, pod`. The router's series come from its own /metrics
+# (specserve.monitoring.metrics.ROUTER_METRICS), scraped as the router job.
+_REPLICA = "instance, pod"
+REPLICA_THROUGHPUT = f"instance:{DECODE_GEN_THROUGHPUT.name}:mean"
+FLEET_THROUGHPUT = f"fleet:{DECODE_GEN_THROUGHPUT.name}:sum"
+FLEET_SLOWEST_THROUGHPUT = f"fleet:{DECODE_GEN_THROUGHPUT.name}:min"
+REPLICA_THROUGHPUT_SHARE = f"instance:{DECODE_GEN_THROUGHPUT.name}_over_fleet_mean:ratio"
+
+RECORDING_RULES += (
+    RecordingRule(
+        family=REPLICA_THROUGHPUT,
+        # Every concurrency bucket at once: replicas behind one router see about the same mix,
+        # so their whole-window means compare where per-bucket ones may not exist on both.
+        expr=(
+            "sum without (dp) (\n"
+            "  sum without (tp, pp, concurrency) "
+            f"(rate({DECODE_GEN_THROUGHPUT.sum}[[[window]]]))\n"
+            "  /\n"
+            "  (sum without (tp, pp, concurrency) "
+            f"(rate({DECODE_GEN_THROUGHPUT.count}[[[window]]])) > 0)\n"
+            ")"
+        ),
+        help="Mean decode throughput (tokens/s, DP ranks summed) of one replica over the "
+        "rate window, all concurrency buckets together; absent while the replica is idle.",
+    ),
+    RecordingRule(
+        family=FLEET_THROUGHPUT,
+        expr=f"sum without ({_REPLICA}) ([[rule:{REPLICA_THROUGHPUT}]])",
+        help="Decode throughput of the whole fleet (the replicas' means summed) over the rate "
+        "window; replicas that were idle add nothing.",
+    ),
+    RecordingRule(
+        family=FLEET_SLOWEST_THROUGHPUT,
+        expr=f"min without ({_REPLICA}) ([[rule:{REPLICA_THROUGHPUT}]])",
+        help="Decode throughput of the fleet's slowest decoding replica over the rate window.",
+    ),
+    RecordingRule(
+        family=REPLICA_THROUGHPUT_SHARE,
+        expr=(
+            f"[[rule:{REPLICA_THROUGHPUT}]]\n"
+            # `group_left ()`: a bare group_left would read the parenthesis as its label list.
+            f"/ ignoring ({_REPLICA}) group_left ()\n"
+            f"(avg without ({_REPLICA}) ([[rule:{REPLICA_THROUGHPUT}]]) > 0)"
+        ),
+        help="One replica's decode throughput over the mean of the fleet's decoding replicas "
+        "(1 = average; always 1 with one replica decoding).",
+    ),
+)
+
+# The job the Ansible monitoring role scrapes the router as; the chart's ServiceMonitor sets it.
+ROUTER_JOB = "specserve-router"
+_ROUTER_JOB = Threshold(
+    "job", ROUTER_JOB, "regex",
+    "Regular expression for the router's Prometheus job label.",
+)
+
+ALERTS += (
+    Alert(
+        name="SpecServeWorkerOutOfRotation",
+        severity="warning",
+        # The threshold of "too long": longer than a rolling deploy keeps a node out (its
+        # drain, restart, weights load and gate); a removed worker's series stays at -1.
+        for_="30m",
+        value_expr=(
+            f'{ROUTER_WORKER_HEALTH}{{job=~"[[job]]"}}\n'
+            f'* ({ROUTER_WORKER_CIRCUIT}{{job=~"[[job]]"}} != bool 1)'
+        ),
+        comparison="<",
+        compare_to=1.0,
+        summary="A worker has been out of the router's rotation too long",
+        description=(
+            "Worker {{ $labels.worker }} of the router {{ $labels.instance }} gets no traffic "
+            "(router health x circuit closed = {{ $value }}: 0 means failing health checks or "
+            "an open circuit, -1 removed from the router) for longer than this alert's `for`. "
+            "The fleet serves with one replica less."
+        ),
+        meaning="The router reports a worker unhealthy, removed, or behind an open circuit "
+        "breaker for longer than `for` (the out-of-rotation threshold): a rollout that "
+        "stopped with the node out, or a replica that keeps failing its health checks.",
+        query_thresholds=(_ROUTER_JOB,),
+    ),
+    Alert(
+        name="SpecServeRouterDown",
+        severity="critical",
+        for_="5m",
+        # No `or vector(0)`: a deployment without a router has no target and no alert.
+        value_expr=f'{UP}{{job=~"[[job]]"}}',
+        comparison="<",
+        compare_to=1.0,
+        summary="The router is not scraped",
+        description=(
+            "Prometheus target '{{ $labels.instance }}' of the router job [[job]] is down: "
+            "clients of the fleet may get no answer, and the workers' rotation is not watched."
+        ),
+        meaning="The router's metrics target is down (process gone, port closed, or the "
+        "metrics listener unreachable).",
+        query_thresholds=(_ROUTER_JOB,),
+    ),
+    Alert(
+        name="SpecServeFleetReplicaSlow",
+        severity="warning",
+        for_="15m",
+        window="5m",
+        value_expr=f"[[rule:{REPLICA_THROUGHPUT_SHARE}]]",
+        comparison="<",
+        compare_to=Threshold(
+            "min_share", 0.7, "number",
+            "Share of the fleet's mean replica throughput below which a replica is slow.",
+            minimum=0.0, maximum=1.0,
+        ),
+        summary="One replica decodes much slower than the rest of the fleet",
+        description=(
+            "Replica {{ $labels.instance }} decodes at {{ $value | humanizePercentage }} of "
+            "the mean throughput of the fleet's decoding replicas over [[window]] (alert "
+            "below [[min_share]]): behind one router it gets the same traffic, so the "
+            "difference is the replica."
+        ),
+        meaning="A decoding replica's window-mean throughput is below a share of the mean of "
+        "all decoding replicas of its fleet (same job; same namespace/service on Kubernetes). "
+        "Never fires with one replica decoding, nor while idle.",
     ),
 )
 

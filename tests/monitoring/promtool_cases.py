@@ -33,8 +33,12 @@ from specserve.monitoring.rules import (
     ALERTS_BY_NAME,
     DECODE_LINE_RATE,
     DEFAULT_RUNBOOK_BASE_URL,
+    FLEET_SLOWEST_THROUGHPUT,
+    FLEET_THROUGHPUT,
     RECORDING_WINDOW,
     REJECTED_RATIO,
+    REPLICA_THROUGHPUT,
+    REPLICA_THROUGHPUT_SHARE,
     SPEEDUP_RATIO,
     THROUGHPUT_MEAN,
     Alert,
@@ -609,6 +613,131 @@ RECORDING_CASES: list[Case] = [
         ),
     ),
 ]
+
+
+# --- fleet and router (issue 19) ------------------------------------------------------------
+ROUTER = {"job": "specserve-router", "instance": "router:29000"}
+NODE3 = "node3:9433"
+T3 = {"job": JOB, "instance": NODE3}
+WORKER1 = {**ROUTER, "worker": "http://node1:8000"}
+WORKER2 = {**ROUTER, "worker": "http://node2:8000"}
+
+
+def _worker(labels: dict[str, str], health: str, circuit: str) -> dict[str, str]:
+    """A worker as the router exports it: health (1 in, 0 failing, -1 removed) and circuit
+    breaker state (0 closed, 1 open, 2 half-open, -1 removed)."""
+    text = _labels_text(labels)
+    return {f"smg_worker_health{text}": health, f"smg_worker_cb_state{text}": circuit}
+
+
+def _replica(instance: str, per_minute: tuple[tuple[float, int], ...], dp: str = "0",
+             concurrency: str = "4") -> dict[str, str]:
+    """One replica decoding `tok/s` for `minutes`, segment after segment (one window/minute)."""
+    labels = ranked(instance, dp, concurrency=concurrency)
+    minutes = sum(m for _, m in per_minute)
+    return {f"{TPUT}_sum{{{labels}}}": counter(*per_minute),
+            f"{TPUT}_count{{{labels}}}": counter((1, minutes))}  # fmt: skip
+
+
+def _idle_replica(instance: str) -> dict[str, str]:
+    """A replica that decoded before and prints no decode line now: both counters flat."""
+    labels = ranked(instance, concurrency="4")
+    return {f"{TPUT}_sum{{{labels}}}": "9000x30", f"{TPUT}_count{{{labels}}}": "90x30"}
+
+
+CASES.update({
+    "SpecServeWorkerOutOfRotation": [
+        Case(
+            "a rollout stopped with the worker removed: fires after `for` (30m), re-adding "
+            "it resolves",
+            {**_worker(WORKER1, "1x5 -1x40 1x20", "0x5 -1x40 0x20"),
+             **_worker(WORKER2, "1x65", "0x65")},
+            (
+                Check("SpecServeWorkerOutOfRotation", "30m"),  # pending since 6m
+                Check("SpecServeWorkerOutOfRotation", "40m", (Firing(WORKER1, "-1"),)),
+                Check("SpecServeWorkerOutOfRotation", "50m"),
+            ),
+        ),
+        Case(
+            "one node's restart in a rolling deploy (10m out) and a half-open circuit stay "
+            "silent",
+            {**_worker(WORKER1, "1x5 -1x10 1x40", "0x5 -1x10 0x40"),
+             **_worker(WORKER2, "1x55", "0x20 2x35")},
+            (Check("SpecServeWorkerOutOfRotation", "20m"),
+             Check("SpecServeWorkerOutOfRotation", "50m")),
+        ),
+        Case(
+            "an open circuit breaker and failing health checks fire; the circuit closing "
+            "resolves it",
+            {**_worker(WORKER1, "1x60", "0x5 1x40 0x15"),
+             **_worker(WORKER2, "1x2 0x58", "0x60")},
+            (
+                Check("SpecServeWorkerOutOfRotation", "40m",
+                      (Firing(WORKER1, "0"), Firing(WORKER2, "0"))),
+                Check("SpecServeWorkerOutOfRotation", "55m", (Firing(WORKER2, "0"),)),
+            ),
+        ),
+    ],
+    "SpecServeRouterDown": [
+        Case(
+            "router target down fires, back up resolves",
+            {f"up{_labels_text(ROUTER)}": "1x2 0x15 1x10"},
+            (
+                Check("SpecServeRouterDown", "7m"),  # pending since 3m
+                Check("SpecServeRouterDown", "10m", (Firing(ROUTER),)),
+                Check("SpecServeRouterDown", "20m"),
+            ),
+        ),
+        Case(
+            "no router at all (one server, no fleet) and a router that is up stay silent",
+            {f"up{{{target()}}}": "1x20",
+             'up{job="specserve-router",instance="router2:29000"}': "1x20"},
+            (Check("SpecServeRouterDown", "10m"),),
+        ),
+    ],
+    "SpecServeFleetReplicaSlow": [
+        Case(
+            "three replicas at 100, 100 and 40 tok/s: the slow one is at 50% of the mean "
+            "(80) and fires; back at 100 it resolves",
+            {**_replica(NODE1, ((100, 45),)), **_replica(NODE2, ((100, 45),)),
+             **_replica(NODE3, ((40, 30), (100, 15)))},
+            (
+                Check("SpecServeFleetReplicaSlow", "15m"),  # pending: true since 1m, for 15m
+                Check("SpecServeFleetReplicaSlow", "25m", (Firing(T3, "50%"),)),
+                Check("SpecServeFleetReplicaSlow", "40m"),
+            ),
+        ),
+        Case(
+            "one replica decoding and two idle, and replicas within 30% of each other, "
+            "stay silent",
+            {**_replica(NODE1, ((100, 30),)), **_idle_replica(NODE2), **_idle_replica(NODE3),
+             **_replica("node4:9433", ((100, 30),), concurrency="8"),
+             **_replica("node5:9433", ((80, 30),), concurrency="8")},
+            (Check("SpecServeFleetReplicaSlow", "25m"),),
+        ),
+    ],
+})
+
+RECORDING_CASES.append(
+    Case(
+        "fleet: a replica's mean spans its buckets and sums its DP ranks; the fleet sums the "
+        "replicas, its slowest is the minimum, each replica's share is over their mean",
+        {
+            **_replica(NODE1, ((240, 20),), "0", "4"),
+            f"{TPUT}_count{{{ranked(NODE1, '0', concurrency='4')}}}": counter((2, 20)),
+            **_replica(NODE1, ((360, 20),), "0", "16"),
+            **_replica(NODE1, ((100, 20),), "1", "4"),
+            **_replica(NODE2, ((100, 20),), "0", "4"),
+        },
+        (),
+        (
+            (_at(REPLICA_THROUGHPUT), "10m", ((T1, 300.0), (T2, 100.0))),
+            (_at(FLEET_THROUGHPUT), "10m", (({"job": JOB}, 400.0),)),
+            (_at(FLEET_SLOWEST_THROUGHPUT), "10m", (({"job": JOB}, 100.0),)),
+            (_at(REPLICA_THROUGHPUT_SHARE), "10m", ((T1, 1.5), (T2, 0.5))),
+        ),
+    )
+)
 
 
 def _grafana_equivalence_cases() -> list[Case]:
