@@ -32,7 +32,12 @@ from typing import Literal
 from specserve.monitoring.metrics import (
     ROUTER_WORKER_CIRCUIT,
     ROUTER_WORKER_HEALTH,
+    SGLANG_CUDA_GRAPH_PASSES,
+    SGLANG_GENERATION_TOKENS,
+    SGLANG_INTER_TOKEN_LATENCY,
     SGLANG_RUNNING_REQUESTS,
+    SGLANG_SPEC_VERIFY_CALLS,
+    SGLANG_TIME_TO_FIRST_TOKEN,
     UP,
 )
 from specserve_exporter.names import (
@@ -141,6 +146,35 @@ SPEEDUP_RATIO = f"instance_concurrency:{PREFIX}decode_gen_throughput_over_baseli
 DECODE_LINE_RATE = f"instance:{LOG_LINES_PARSED.name}_decode:rate"
 REJECTED_RATIO = f"instance:{LOG_LINES_REJECTED.name}:ratio_rate"
 
+# --- SGLang's native series (--enable-metrics) ------------------------------------------------
+# Names and labels as upstream's observability/metrics_collector.py declares and sets them
+# (tests/contract checks every name and label against 0.5.21 and 0.5.23). Aggregations drop the
+# per-process labels (ranks, priority, is_streaming, mode) and keep the target's own labels and
+# model_name/engine_type, which are one value per server.
+_SGLANG_RANKS = "tp_rank, pp_rank, moe_ep_rank, dp_rank, priority"
+NATIVE_ACCEPT_LENGTH = "instance:sglang_spec_accept_length:ratio_rate"
+NATIVE_GRAPH_RATIO = "instance:sglang_cuda_graph_passes_decode:ratio_rate"
+TTFT_P99 = "instance:sglang_time_to_first_token_seconds:p99_rate"
+ITL_P99 = "instance:sglang_inter_token_latency_seconds:p99_rate"
+
+
+def _native_graph_passes(modes: str) -> str:
+    return (
+        f"sum without ({_SGLANG_RANKS}, mode) "
+        f'(rate({SGLANG_CUDA_GRAPH_PASSES}{{mode=~"{modes}"}}[[[window]]]))'
+    )
+
+
+def _p99(histogram: str, per_request: str) -> str:
+    # `and count > 0`: a window without observations gives no series, not NaN.
+    return (
+        "histogram_quantile(0.99,\n"
+        f"  sum without ({per_request}) (rate({histogram}_bucket[[[window]]]))\n"
+        ")\n"
+        "and\n"
+        f"(sum without ({per_request}) (rate({histogram}_count[[[window]]])) > 0)"
+    )
+
 RECORDING_RULES: tuple[RecordingRule, ...] = (
     RecordingRule(
         family=ACCEPT_LENGTH_MEAN,
@@ -215,7 +249,66 @@ RECORDING_RULES: tuple[RecordingRule, ...] = (
     ),
 )
 
+RECORDING_RULES += (
+    RecordingRule(
+        family=NATIVE_ACCEPT_LENGTH,
+        # Upstream's own per-request definition (tokenizer_manager: spec_accept_length =
+        # completion_tokens / spec_verify_ct) over the requests finished in the window. Both
+        # counters step when a request finishes; a request that never reached a verify pass
+        # (one generated token) adds its token and no verify call.
+        expr=(
+            f"sum without (is_streaming, priority) (rate({SGLANG_GENERATION_TOKENS}[[[window]]]))\n"
+            "/\n"
+            f"(sum without (priority) (rate({SGLANG_SPEC_VERIFY_CALLS}[[[window]]])) > 0)"
+        ),
+        help="Accept length from SGLang's own counters: generated tokens over speculative "
+        "verify calls of the requests finished in the window (bonus token included, as the "
+        "log's `accept len`); absent without --enable-metrics, without speculation, or while "
+        "no request finished.",
+    ),
+    RecordingRule(
+        family=NATIVE_GRAPH_RATIO,
+        # `or ... * 0`: with no graph pass at all the decode_cuda_graph series never exists, and
+        # that is exactly the case the share must show as 0.
+        expr=(
+            "(\n"
+            f"  {_native_graph_passes('decode_cuda_graph')}\n"
+            "  or\n"
+            f"  {_native_graph_passes('decode_none')} * 0\n"
+            ")\n"
+            "/\n"
+            f"({_native_graph_passes('decode_cuda_graph|decode_none')} > 0)"
+        ),
+        help="Share of decode forward passes that ran a CUDA graph (SGLang's "
+        "cuda_graph_passes_total, all TP ranks); 1 = every pass; absent while not decoding.",
+    ),
+    RecordingRule(
+        family=TTFT_P99,
+        expr=_p99(SGLANG_TIME_TO_FIRST_TOKEN, "is_streaming, priority"),
+        help="p99 time to first token (s) of the requests in the window, streaming and not, "
+        "from SGLang's histogram; absent while no first token was produced.",
+    ),
+    RecordingRule(
+        family=ITL_P99,
+        expr=_p99(SGLANG_INTER_TOKEN_LATENCY, "priority"),
+        help="p99 inter-token latency (s) of the tokens in the window (upstream observes each "
+        "output's interval divided by its new tokens), from SGLang's histogram; absent while "
+        "no token was produced after a first.",
+    ),
+)
+
 _WHILE_DECODING = f"and on (job, instance)\n([[rule:{DECODE_LINE_RATE}]] > 0)"
+
+# Native when present, log-derived otherwise, never both: `or on (match_on)` keeps a log series
+# only where no native series shares its match_on labels (all of them when match_on is empty).
+_MATCH_ON = Threshold(
+    "match_on", "", "labels",
+    "Labels shared by the exporter's and SGLang's series (comma-separated, e.g. "
+    "'namespace, pod' for a sidecar); empty when one server reports to Prometheus.",
+)
+_ACCEPT_LENGTH_EITHER = (
+    f"[[rule:{NATIVE_ACCEPT_LENGTH}]]\nor on ([[match_on]])\n[[rule:{ACCEPT_LENGTH_MEAN}]]"
+)
 
 ALERTS: tuple[Alert, ...] = (
     Alert(
@@ -248,7 +341,7 @@ ALERTS: tuple[Alert, ...] = (
         severity="critical",
         for_="2m",
         window="2m",
-        value_expr=f"[[rule:{ACCEPT_LENGTH_MEAN}]]",
+        value_expr=_ACCEPT_LENGTH_EITHER,
         comparison="<",
         compare_to=Threshold(
             "max_accept_length", 1.05, "number",
@@ -264,14 +357,16 @@ ALERTS: tuple[Alert, ...] = (
             "the target."
         ),
         meaning="Accept length at or near 1.0 while decoding: every draft is rejected (EAGLE "
-        "instead of EAGLE3, or a broken/mismatched drafter). Speculation only costs time.",
+        "instead of EAGLE3, or a broken/mismatched drafter). Speculation only costs time. "
+        "From SGLang's counters when it exports them, else from the decode lines.",
+        query_thresholds=(_MATCH_ON,),
     ),
     Alert(
         name="SpecDecodeAcceptLengthLow",
         severity="warning",
         for_="15m",
         window="5m",
-        value_expr=f"[[rule:{ACCEPT_LENGTH_MEAN}]]",
+        value_expr=_ACCEPT_LENGTH_EITHER,
         comparison="<",
         compare_to=Threshold(
             "floor", 1.5, "number",
@@ -286,7 +381,9 @@ ALERTS: tuple[Alert, ...] = (
             "verify pass; the drafter's overhead is likely no longer paid back."
         ),
         meaning="Accept length below a configurable floor (the break-even point of this "
-        "deployment) while decoding.",
+        "deployment) while decoding; from SGLang's counters when it exports them, else from "
+        "the decode lines.",
+        query_thresholds=(_MATCH_ON,),
     ),
     Alert(
         name="SpecDecodeGraphDisabled",
@@ -294,19 +391,27 @@ ALERTS: tuple[Alert, ...] = (
         for_="5m",
         window="5m",
         value_expr=(
-            f"min without (dp, tp, pp, graph) ({DECODE_GRAPH_ENABLED.name})\n"
-            f"{_WHILE_DECODING}"
+            f"[[rule:{NATIVE_GRAPH_RATIO}]]\n"
+            "or on ([[match_on]])\n"
+            "(\n"
+            f"  min without (dp, tp, pp, graph) ({DECODE_GRAPH_ENABLED.name})\n"
+            f"  {_WHILE_DECODING.replace(chr(10), chr(10) + '  ')}\n"
+            ")"
         ),
         comparison="<",
         compare_to=1.0,
         summary="Decoding runs without CUDA graphs",
         description=(
-            "Decode lines on {{ $labels.instance }} report the graph off (cuda graph: False) "
-            "while the server is decoding. Without CUDA graphs decode ran about 25% slower in "
-            "the seeds (56.7 vs 74.9 tok/s)."
+            "On {{ $labels.instance }} only {{ $value | humanizePercentage }} of the decode "
+            "passes over [[window]] ran a CUDA graph (SGLang's cuda_graph_passes_total; without "
+            "native metrics: the decode lines report cuda graph: False) while the server is "
+            "decoding. Without CUDA graphs decode ran about 25% slower in the seeds (56.7 vs "
+            "74.9 tok/s)."
         ),
-        meaning="A printing rank reports `cuda graph: False` (or cpu/npu/musa graph) while "
-        "decoding.",
+        meaning="Decode passes ran without a CUDA graph while decoding: from SGLang's "
+        "`cuda_graph_passes_total` when it exports it (share of graph passes below 1), else a "
+        "printing rank's decode line says `cuda graph: False` (or cpu/npu/musa graph).",
+        query_thresholds=(_MATCH_ON,),
     ),
     Alert(
         name="SpecServeNoDecodeLines",
@@ -467,6 +572,98 @@ ALERTS: tuple[Alert, ...] = (
         ),
         meaning="KV-cache token usage of the fullest DP rank stays above the threshold while "
         "decoding.",
+    ),
+)
+
+# --- native speculative metrics and latency SLOs (issue 18 items 3 and 5) ---------------------
+ALERTS += (
+    Alert(
+        name="SpecServeAcceptLengthMismatch",
+        severity="warning",
+        for_="10m",
+        window="5m",
+        # Relative difference |native - log| / native; a missing log-derived mean counts as 0
+        # (difference 100%): losing the log is the main case this alert exists for.
+        value_expr=(
+            "abs(\n"
+            f"  [[rule:{NATIVE_ACCEPT_LENGTH}]]\n"
+            "  - on ([[match_on]]) group_left ()\n"
+            "  (\n"
+            f"    max by ([[match_on]]) ([[rule:{ACCEPT_LENGTH_MEAN}]])\n"
+            "    or on ([[match_on]])\n"
+            f"    max by ([[match_on]]) ([[rule:{NATIVE_ACCEPT_LENGTH}]]) * 0\n"
+            "  )\n"
+            ")\n"
+            f"/ [[rule:{NATIVE_ACCEPT_LENGTH}]]"
+        ),
+        comparison=">",
+        compare_to=Threshold(
+            "tolerance", 0.15, "number",
+            "Relative difference (0.15 = 15%) between SGLang's native accept length and the "
+            "exporter's log-derived one above which the alert fires.",
+            minimum=0.0, maximum=1.0,
+        ),
+        summary="SGLang's native accept length and the log-derived one disagree",
+        description=(
+            "On {{ $labels.instance }} the accept length from SGLang's own counters "
+            "(generated tokens / verify calls, [[window]]) and the one the exporter reads from "
+            "the decode lines differ by {{ $value | humanizePercentage }} (alert above "
+            "[[tolerance]]; 100% means the exporter read no decode line). The exporter lost "
+            "the log, or the log format changed: the log-derived alerts are blind or wrong."
+        ),
+        meaning="Native accept length (SGLang's `generation_tokens_total` / "
+        "`spec_verify_calls_total`) and the log-derived mean differ by more than the "
+        "tolerance while requests finish: the exporter lost the log (no decode line read: "
+        "100%) or misreads a changed format. Needs --enable-metrics; silent without it.",
+        query_thresholds=(_MATCH_ON,),
+    ),
+    Alert(
+        name="SpecServeTimeToFirstTokenHigh",
+        severity="warning",
+        for_="10m",
+        window="5m",
+        value_expr=f"[[rule:{TTFT_P99}]]",
+        comparison=">",
+        compare_to=Threshold(
+            "max_seconds", 4.0, "number",
+            "p99 time to first token (seconds) above which the alert fires; exact at SGLang's "
+            "bucket bounds (..., 1, 2, 4, 6, 8, 10, 20, ...), interpolated between them.",
+            minimum=0.0,
+        ),
+        summary="p99 time to first token is above the SLO",
+        description=(
+            "p99 time to first token on {{ $labels.instance }} over [[window]] is "
+            "{{ $value | humanizeDuration }} (SLO [[max_seconds]] s). Prefill is queueing: "
+            "too many running requests, long prompts, or speculation's extra memory leaving "
+            "less room for the batch."
+        ),
+        meaning="p99 TTFT from SGLang's `time_to_first_token_seconds` histogram (streaming and "
+        "non-streaming together) above the user's SLO while requests arrive. Needs "
+        "--enable-metrics.",
+    ),
+    Alert(
+        name="SpecServeInterTokenLatencyHigh",
+        severity="warning",
+        for_="10m",
+        window="5m",
+        value_expr=f"[[rule:{ITL_P99}]]",
+        comparison=">",
+        compare_to=Threshold(
+            "max_seconds", 0.1, "number",
+            "p99 inter-token latency (seconds) above which the alert fires; exact at SGLang's "
+            "bucket bounds (..., 0.04, 0.06, 0.08, 0.1, 0.2, 0.4, ...), interpolated between "
+            "them.",
+            minimum=0.0,
+        ),
+        summary="p99 inter-token latency is above the SLO",
+        description=(
+            "p99 inter-token latency on {{ $labels.instance }} over [[window]] is "
+            "{{ $value | humanizeDuration }} (SLO [[max_seconds]] s). Decode steps are slow: "
+            "a large batch, a verify pass that costs more than the drafts it accepts, or "
+            "prefill interleaving with decode."
+        ),
+        meaning="p99 ITL from SGLang's `inter_token_latency_seconds` histogram above the "
+        "user's SLO while decoding. Needs --enable-metrics.",
     ),
 )
 

@@ -35,12 +35,16 @@ from specserve.monitoring.rules import (
     DEFAULT_RUNBOOK_BASE_URL,
     FLEET_SLOWEST_THROUGHPUT,
     FLEET_THROUGHPUT,
+    ITL_P99,
+    NATIVE_ACCEPT_LENGTH,
+    NATIVE_GRAPH_RATIO,
     RECORDING_WINDOW,
     REJECTED_RATIO,
     REPLICA_THROUGHPUT,
     REPLICA_THROUGHPUT_SHARE,
     SPEEDUP_RATIO,
     THROUGHPUT_MEAN,
+    TTFT_P99,
     Alert,
 )
 
@@ -362,7 +366,7 @@ CASES: dict[str, list[Case]] = {
             },
             (
                 Check("SpecDecodeGraphDisabled", "5m"),
-                Check("SpecDecodeGraphDisabled", "10m", (Firing(T1),)),
+                Check("SpecDecodeGraphDisabled", "10m", (Firing(T1, "0%"),)),
                 Check("SpecDecodeGraphDisabled", "25m"),
             ),
         ),
@@ -383,7 +387,7 @@ CASES: dict[str, list[Case]] = {
                 f'specserve_decode_graph_enabled{{{ranked(graph="cuda")}}}': "0x40",
             },
             (
-                Check("SpecDecodeGraphDisabled", "10m", (Firing(T1),)),
+                Check("SpecDecodeGraphDisabled", "10m", (Firing(T1, "0%"),)),
                 Check("SpecDecodeGraphDisabled", "16m"),
                 Check("SpecDecodeGraphDisabled", "30m"),
             ),
@@ -738,6 +742,265 @@ RECORDING_CASES.append(
         ),
     )
 )
+
+
+# --- SGLang's native series (issue 18 items 3 and 5) ---------------------------------------------
+# As SGLang's metrics_collector.py labels them: the tokenizer's counters and histograms carry
+# model_name and engine_type (and is_streaming on generated tokens and TTFT), the scheduler's
+# also tp_rank, pp_rank, moe_ep_rank (and mode on cuda_graph_passes_total).
+SGLANG_NODE1 = "node1:8000"
+S1 = {"job": "sglang", "instance": SGLANG_NODE1, "model_name": "kimi", "engine_type": "unified"}
+RANK0 = {"tp_rank": "0", "pp_rank": "0", "moe_ep_rank": "0"}
+GRAPH_PASSES = "sglang:cuda_graph_passes_total"
+
+
+def sglang(instance: str = SGLANG_NODE1, **extra: str) -> str:
+    labels = {**S1, "instance": instance, **extra}
+    return ",".join(f'{key}="{value}"' for key, value in labels.items())
+
+
+def _native_accept(tokens_per_min: float, verify_per_min: float, minutes: int) -> dict[str, str]:
+    """Generated tokens split over streaming and not (both summed), verify calls as counted."""
+    return {
+        f'sglang:generation_tokens_total{{{sglang(is_streaming="false")}}}': counter(
+            (tokens_per_min * 0.6, minutes)
+        ),
+        f'sglang:generation_tokens_total{{{sglang(is_streaming="true")}}}': counter(
+            (tokens_per_min * 0.4, minutes)
+        ),
+        f"sglang:spec_verify_calls_total{{{sglang()}}}": counter((verify_per_min, minutes)),
+    }
+
+
+def _log_accept(*segments: tuple[float, int]) -> dict[str, str]:
+    """The exporter's accept-length histogram: (mean, minutes) segments of 60 lines a minute."""
+    return {
+        f"{ACCEPT}_sum{{{ranked()}}}": counter(*((60 * mean, m) for mean, m in segments)),
+        f"{ACCEPT}_count{{{ranked()}}}": counter(*((60 if mean else 0, m) for mean, m in segments)),
+    }
+
+
+def _graph_passes(graph: str, none: str, tp: str = "0") -> dict[str, str]:
+    ranks = {**RANK0, "tp_rank": tp}
+    return {
+        f'{GRAPH_PASSES}{{{sglang(**ranks, mode="decode_cuda_graph")}}}': graph,
+        f'{GRAPH_PASSES}{{{sglang(**ranks, mode="decode_none")}}}': none,
+    }
+
+
+def _histogram(name: str, bounds: tuple[str, ...], *phases: tuple[str, int]) -> dict[str, str]:
+    """10 observations a minute, all in the bucket whose upper bound is each phase's `le`."""
+    series: dict[str, str] = {}
+    for le in (*bounds, "+Inf"):
+        segments = [
+            (10.0 if float(le) >= float(into) else 0.0, minutes) for into, minutes in phases
+        ]
+        series[f"{name}_bucket{{{sglang(le=le)}}}"] = counter(*segments)
+    series[f"{name}_count{{{sglang()}}}"] = counter(*((10.0, m) for _, m in phases))
+    return series
+
+
+def _idle(series: dict[str, str], instance: str = "node2:8000") -> dict[str, str]:
+    """The same series on another server whose counters stopped before the test starts."""
+    return {name.replace(SGLANG_NODE1, instance): "700x30" for name in series}
+
+
+TTFT = "sglang:time_to_first_token_seconds"
+TTFT_BOUNDS = ("0.4", "0.6", "1", "2", "4", "6", "8")
+ITL = "sglang:inter_token_latency_seconds"
+ITL_BOUNDS = ("0.06", "0.08", "0.1", "0.2", "0.4")
+
+CASES["SpecDecodeDraftsRejected"] += [
+    Case(
+        "native counters say 1.00 while the log says 2.50: the native series fires, once",
+        {**_native_accept(60, 60, 30), **_log_accept((2.5, 30))},
+        (
+            Check("SpecDecodeDraftsRejected", "2m"),
+            Check("SpecDecodeDraftsRejected", "6m", (Firing(S1, "1.000"),)),
+        ),
+    ),
+    Case(
+        "native 1.00 for 10m, then 2.50: resolves; a log misread as 1.00 never fires beside it",
+        {
+            f'sglang:generation_tokens_total{{{sglang(is_streaming="false")}}}': counter(
+                (60, 10), (150, 20)
+            ),
+            f"sglang:spec_verify_calls_total{{{sglang()}}}": counter((60, 30)),
+            **_log_accept((1.0, 30)),
+        },
+        (
+            Check("SpecDecodeDraftsRejected", "8m", (Firing(S1, "1.000"),)),
+            Check("SpecDecodeDraftsRejected", "20m"),
+        ),
+    ),
+]
+CASES["SpecDecodeAcceptLengthLow"] += [
+    Case(
+        "native accept length 1.30 fires after 15m and resolves at 2.50; the log is not read",
+        {
+            f'sglang:generation_tokens_total{{{sglang(is_streaming="true")}}}': counter(
+                (78, 25), (150, 20)
+            ),
+            f"sglang:spec_verify_calls_total{{{sglang()}}}": counter((60, 45)),
+            **_log_accept((2.5, 45)),
+        },
+        (
+            Check("SpecDecodeAcceptLengthLow", "15m"),
+            Check("SpecDecodeAcceptLengthLow", "20m", (Firing(S1, "1.300"),)),
+            Check("SpecDecodeAcceptLengthLow", "35m"),
+        ),
+    ),
+    Case(
+        "a non-speculative server: generated tokens but no verify call, no native accept length",
+        {f'sglang:generation_tokens_total{{{sglang(is_streaming="false")}}}': counter((60, 30))},
+        (Check("SpecDecodeAcceptLengthLow", "25m"), Check("SpecDecodeDraftsRejected", "25m")),
+    ),
+]
+CASES["SpecDecodeGraphDisabled"] += [
+    Case(
+        "native: no decode pass ran a graph (no decode_cuda_graph series yet) fires at 0%; "
+        "graph passes resolve",
+        {
+            f'{GRAPH_PASSES}{{{sglang(**RANK0, mode="decode_none")}}}': counter((60, 20), (0, 20)),
+            f'{GRAPH_PASSES}{{{sglang(**RANK0, mode="decode_cuda_graph")}}}': "_x20 0+60x20",
+        },
+        (
+            Check("SpecDecodeGraphDisabled", "4m"),
+            Check("SpecDecodeGraphDisabled", "10m", (Firing(S1, "0%"),)),
+            Check("SpecDecodeGraphDisabled", "30m"),
+        ),
+    ),
+    Case(
+        "native: a quarter of the passes on two TP ranks ran without a graph: 75%",
+        {
+            **_graph_passes(counter((30, 30)), counter((10, 30))),
+            **_graph_passes(counter((30, 30)), counter((10, 30)), tp="1"),
+        },
+        (Check("SpecDecodeGraphDisabled", "15m", (Firing(S1, "75%"),)),),
+    ),
+    Case(
+        "native: every pass ran a graph while a stale log gauge says False: native wins, silent",
+        {
+            **_graph_passes(counter((60, 30)), "0x30"),
+            **_decoding(),
+            f'specserve_decode_graph_enabled{{{ranked(graph="cuda")}}}': "0x30",
+        },
+        (Check("SpecDecodeGraphDisabled", "15m"),),
+    ),
+]
+CASES["SpecServeAcceptLengthMismatch"] = [
+    Case(
+        "the exporter loses the log at 15m while SGLang keeps serving: 100% once the window "
+        "holds no decode line, fires after `for`; the log coming back resolves",
+        {**_native_accept(150, 60, 50), **_log_accept((2.5, 15), (0.0, 20), (2.5, 15))},
+        (
+            Check("SpecServeAcceptLengthMismatch", "15m"),
+            Check("SpecServeAcceptLengthMismatch", "25m"),  # pending since the mean vanished
+            Check("SpecServeAcceptLengthMismatch", "32m", (Firing(S1, "100%"),)),
+            Check("SpecServeAcceptLengthMismatch", "45m"),
+        ),
+    ),
+    Case(
+        "a changed format misread as 1.50 against native 2.50: 40% fires",
+        {**_native_accept(150, 60, 30), **_log_accept((1.5, 30))},
+        (
+            Check("SpecServeAcceptLengthMismatch", "5m"),
+            Check("SpecServeAcceptLengthMismatch", "13m", (Firing(S1, "40%"),)),
+        ),
+    ),
+    Case(
+        "sources within the tolerance (native 2.50, log 2.40: 4%), and an idle server",
+        {
+            **_native_accept(150, 60, 30),
+            **_log_accept((2.4, 30)),
+            **_idle(_native_accept(150, 60, 1)),
+        },
+        (Check("SpecServeAcceptLengthMismatch", "25m"),),
+    ),
+    Case(
+        "no native metrics (--enable-metrics off): only the log, silent",
+        _log_accept((2.5, 30)),
+        (Check("SpecServeAcceptLengthMismatch", "25m"),),
+    ),
+]
+CASES["SpecServeTimeToFirstTokenHigh"] = [
+    Case(
+        "p99 TTFT in the 4-6 s bucket (5.98 s) above the 4 s SLO fires; under 0.6 s resolves",
+        _histogram(TTFT, TTFT_BOUNDS, ("6", 25), ("0.6", 20)),
+        (
+            Check("SpecServeTimeToFirstTokenHigh", "8m"),
+            Check("SpecServeTimeToFirstTokenHigh", "15m", (Firing(S1, "5.98s"),)),
+            Check("SpecServeTimeToFirstTokenHigh", "40m"),
+        ),
+    ),
+    Case(
+        "healthy p99 TTFT (under 2 s), and an idle server whose histogram stopped",
+        {
+            **_histogram(TTFT, TTFT_BOUNDS, ("2", 30)),
+            **_idle(_histogram(TTFT, TTFT_BOUNDS, ("8", 1))),
+        },
+        (Check("SpecServeTimeToFirstTokenHigh", "25m"),),
+    ),
+]
+CASES["SpecServeInterTokenLatencyHigh"] = [
+    Case(
+        "p99 ITL in the 0.2-0.4 s bucket (398 ms) above the 0.1 s SLO fires; 80 ms resolves",
+        _histogram(ITL, ITL_BOUNDS, ("0.4", 25), ("0.08", 20)),
+        (
+            Check("SpecServeInterTokenLatencyHigh", "8m"),
+            Check("SpecServeInterTokenLatencyHigh", "15m", (Firing(S1, "398ms"),)),
+            Check("SpecServeInterTokenLatencyHigh", "40m"),
+        ),
+    ),
+    Case(
+        "healthy p99 ITL (under 60 ms), and an idle server",
+        {
+            **_histogram(ITL, ITL_BOUNDS, ("0.06", 30)),
+            **_idle(_histogram(ITL, ITL_BOUNDS, ("0.4", 1))),
+        },
+        (Check("SpecServeInterTokenLatencyHigh", "25m"),),
+    ),
+]
+RECORDING_CASES += [
+    Case(
+        "native: generated tokens (streaming and not) over verify calls; decode graph share over "
+        "TP ranks, prefill passes ignored; p99 TTFT and ITL interpolated in their bucket",
+        {
+            **_native_accept(150, 60, 20),
+            # Half the passes with a graph: a share float division gives exactly.
+            **_graph_passes(counter((30, 20)), counter((10, 20))),
+            **_graph_passes(counter((10, 20)), counter((30, 20)), tp="1"),
+            f'{GRAPH_PASSES}{{{sglang(**RANK0, mode="prefill_none")}}}': counter((500, 20)),
+            **_histogram(TTFT, TTFT_BOUNDS, ("1", 20)),
+            **_histogram(ITL, ITL_BOUNDS, ("0.1", 20)),
+        },
+        (),
+        (
+            (_at(NATIVE_ACCEPT_LENGTH), "10m", ((S1, 2.5),)),
+            (_at(NATIVE_ACCEPT_LENGTH, "2m"), "10m", ((S1, 2.5),)),
+            (_at(NATIVE_GRAPH_RATIO), "10m", ((S1, 0.5),)),
+            (_at(TTFT_P99), "10m", ((S1, 0.6 + 0.4 * 0.99),)),
+            (_at(ITL_P99), "10m", ((S1, 0.08 + 0.02 * 0.99),)),
+        ),
+    ),
+    Case(
+        "native, idle: counters and histograms flat, every native family absent",
+        {
+            **{k: "900x20" for k in _native_accept(150, 60, 1)},
+            **_graph_passes("300x20", "100x20"),
+            **{k: "70x20" for k in _histogram(TTFT, TTFT_BOUNDS, ("1", 1))},
+            **{k: "70x20" for k in _histogram(ITL, ITL_BOUNDS, ("0.1", 1))},
+        },
+        (),
+        (
+            (_at(NATIVE_ACCEPT_LENGTH), "10m", ()),
+            (_at(NATIVE_ACCEPT_LENGTH, "2m"), "10m", ()),
+            (_at(NATIVE_GRAPH_RATIO), "10m", ()),
+            (_at(TTFT_P99), "10m", ()),
+            (_at(ITL_P99), "10m", ()),
+        ),
+    ),
+]
 
 
 def _grafana_equivalence_cases() -> list[Case]:

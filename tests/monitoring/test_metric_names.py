@@ -40,8 +40,8 @@ def _other_names() -> set[str]:
 def _queried(text: str) -> tuple[set[str], set[str]]:
     # Recording rule names (`instance:specserve_...:mean5m`) are ours, not series anyone serves.
     text = re.sub(r"\b[a-z_]+:specserve_[a-z_]+:[a-z_0-9]+", "", text)
-    # SGLang's histograms are declared by family name; queries read their `_bucket` series.
-    sglang = {re.sub(r"_bucket$", "", name) for name in _SGLANG.findall(text)}
+    # SGLang's histograms are declared by family name; queries read `_bucket` and `_count`.
+    sglang = {re.sub(r"_(bucket|count)$", "", name) for name in _SGLANG.findall(text)}
     router = {re.sub(r"_bucket$", "", name) for name in _ROUTER.findall(text)}
     return set(_SPECSERVE.findall(text)), sglang | set(_DCGM.findall(text)) | router
 
