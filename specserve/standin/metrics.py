@@ -55,6 +55,14 @@ class NativeMetrics:
             "(`accepted tokens / total draft tokens` in batch).",
         )
         self.is_cuda_graph = gauge("sglang:is_cuda_graph", "Whether the batch is using CUDA graph.")
+        # The shape of the running speculation, which --speculative-adaptive changes at run time.
+        self.spec_num_steps = gauge(
+            "sglang:spec_num_steps", "Currently active speculative_num_steps."
+        )
+        self.spec_num_draft_tokens = gauge(
+            "sglang:spec_num_draft_tokens",
+            "Currently active speculative_num_draft_tokens (decouples from steps under topk>1).",
+        )
         self.max_total_num_tokens = gauge(
             "sglang:max_total_num_tokens", "Maximum total number of tokens in the KV cache pool."
         )
@@ -126,6 +134,11 @@ class NativeMetrics:
             self.spec_accept_length.labels(**s).set(accept_length)
             self.spec_accept_rate.labels(**s).set(accept_rate)
             self.is_cuda_graph.labels(**s).set(1.0 if graph else 0.0)
+
+    def active_spec(self, num_steps: int, num_draft_tokens: int) -> None:
+        """Set with every decode stats line, 0 / 0 without speculation, as upstream does."""
+        self.spec_num_steps.labels(**self._sched).set(num_steps)
+        self.spec_num_draft_tokens.labels(**self._sched).set(num_draft_tokens)
 
     def decode_pass(self, graph: bool) -> None:
         mode = "decode_cuda_graph" if graph else "decode_none"
