@@ -190,6 +190,10 @@ resources come from gpu.count; tests/helm/test_profile_facts_parity.py compares 
 {{- if not (or (eq (toString $surge) "0") (eq (toString $surge) "0%")) }}
 {{- fail (printf "server.strategy.rollingUpdate.maxSurge is %v: a surge pod needs a whole free GPU node and waits Pending forever on a full one. Fix: maxSurge: 0 with maxUnavailable: 1, or strategy.type: Recreate" $surge) }}
 {{- end }}
+{{- $unavailable := dig "rollingUpdate" "maxUnavailable" 1 .Values.server.strategy }}
+{{- if has (toString $unavailable) (list "0" "0%") }}
+{{- fail "server.strategy.rollingUpdate.maxUnavailable is 0 with maxSurge 0: no pod could ever be replaced (the API server refuses it). Fix: maxUnavailable: 1" }}
+{{- end }}
 {{- end }}
 {{- if and .Values.serviceMonitor.enabled .Values.podMonitor.enabled }}
 {{- fail "serviceMonitor.enabled and podMonitor.enabled would scrape every pod twice (duplicate series). Fix: enable one of them" }}
@@ -201,6 +205,23 @@ gives up sooner fails a busy, healthy server. */}}
 {{- $penv := $p.env | default dict }}
 {{- $hcTimeout := int (toString (get $penv "SGLANG_HEALTH_CHECK_TIMEOUT") | default "20") }}
 {{- $healthGenerates := not (has (lower (toString (get $penv "SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION"))) (list "false" "0" "no" "n")) }}
+{{- if and .Values.router.enabled .Values.prometheusRule.enabled (or .Values.serviceMonitor.enabled .Values.podMonitor.enabled) }}
+{{- range $alert := list "SpecServeWorkerOutOfRotation" "SpecServeRouterDown" }}
+{{- $rule := get $.Values.prometheusRule.alerts $alert | default dict }}
+{{- $job := dig "thresholds" "job" "" $rule }}
+{{- if and $job (not $rule.disabled) (ne $job $.Values.serviceMonitor.routerJob) }}
+{{- fail (printf "prometheusRule.alerts.%s.thresholds.job is %s but the router is scraped as job %s (serviceMonitor.routerJob): the alert would watch nothing. Fix: set both to the same job" $alert $job $.Values.serviceMonitor.routerJob) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if .Values.router.enabled }}
+{{- $check := .Values.router.healthCheck }}
+{{- if or (eq $check.endpoint "/health_generate") (and $healthGenerates (eq $check.endpoint "/health")) }}
+{{- if le (int $check.timeoutSeconds) $hcTimeout }}
+{{- fail (printf "router.healthCheck: %s runs a one-token generation in SGLang and answers 503 only after %d s (SGLANG_HEALTH_CHECK_TIMEOUT), but timeoutSeconds is %d: the router would take a busy, healthy worker out of rotation. Fix: router.healthCheck.timeoutSeconds above %d (e.g. %d)" $check.endpoint $hcTimeout (int $check.timeoutSeconds) $hcTimeout (add $hcTimeout 10)) }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- range $name := list "startup" "readiness" "liveness" }}
 {{- $probe := get $.Values.server.probes $name }}
 {{- if or (eq $probe.path "/health_generate") (and $healthGenerates (eq $probe.path "/health")) }}
@@ -208,6 +229,21 @@ gives up sooner fails a busy, healthy server. */}}
 {{- fail (printf "server.probes.%s: %s runs a one-token generation in SGLang and answers 503 only after %d s (SGLANG_HEALTH_CHECK_TIMEOUT), but timeoutSeconds is %d: a busy, healthy server would fail the probe. Fix: timeoutSeconds above %d (e.g. %d)%s" $name $probe.path $hcTimeout (int $probe.timeoutSeconds) $hcTimeout (add $hcTimeout 10) (ternary "; or, for liveness, path: /ready (answers at once, generates nothing)" "" (eq $name "liveness"))) }}
 {{- end }}
 {{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+The server Deployment's strategy. Auto: Recreate for one replica (its GPUs are freed before the
+new pod is created, and the node has no room for two), RollingUpdate with maxSurge 0 /
+maxUnavailable 1 for several (one node at a time; the others keep serving behind the router).
+*/}}
+{{- define "specserve.strategy" -}}
+{{- if ne .Values.server.strategy.type "Auto" }}
+{{- toYaml .Values.server.strategy }}
+{{- else if gt (int .Values.replicaCount) 1 }}
+{{- toYaml (dict "type" "RollingUpdate" "rollingUpdate" (dict "maxSurge" 0 "maxUnavailable" 1)) }}
+{{- else }}
+{{- toYaml (dict "type" "Recreate") }}
 {{- end }}
 {{- end }}
 
