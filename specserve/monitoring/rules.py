@@ -299,15 +299,37 @@ RECORDING_RULES += (
 
 _WHILE_DECODING = f"and on (job, instance)\n([[rule:{DECODE_LINE_RATE}]] > 0)"
 
-# Native when present, log-derived otherwise, never both: `or on (match_on)` keeps a log series
-# only where no native series shares its match_on labels (all of them when match_on is empty).
 _MATCH_ON = Threshold(
     "match_on", "", "labels",
     "Labels shared by the exporter's and SGLang's series (comma-separated, e.g. "
     "'namespace, pod' for a sidecar); empty when one server reports to Prometheus.",
 )
-_ACCEPT_LENGTH_EITHER = (
-    f"[[rule:{NATIVE_ACCEPT_LENGTH}]]\nor on ([[match_on]])\n[[rule:{ACCEPT_LENGTH_MEAN}]]"
+
+
+def _native_or_log(native: str, log: str) -> str:
+    """Native when present, log-derived otherwise, never both.
+
+    Where both exist the value is the native one (the worst server of the match_on group) under
+    the log series' labels, so the alert keeps one identity whichever source speaks (no resolve
+    and re-fire when native data pauses for a window) and the Alertmanager inhibitions, equal on
+    the exporter's job and instance, still apply. A log series without native data stays as it
+    is; native series are added only where no log series shares their match_on labels (the log
+    is lost).
+    """
+    log = log.replace("\n", "\n  ")
+    return (
+        "(\n"
+        f"  {log} * 0\n"
+        "  + on ([[match_on]]) group_left ()\n"
+        f"  min by ([[match_on]]) ({native})\n"
+        ")\n"
+        f"or\n{log.replace(chr(10) + '  ', chr(10))}\n"
+        f"or on ([[match_on]])\n{native}"
+    )
+
+
+_ACCEPT_LENGTH_EITHER = _native_or_log(
+    f"[[rule:{NATIVE_ACCEPT_LENGTH}]]", f"[[rule:{ACCEPT_LENGTH_MEAN}]]"
 )
 
 ALERTS: tuple[Alert, ...] = (
@@ -390,13 +412,12 @@ ALERTS: tuple[Alert, ...] = (
         severity="warning",
         for_="5m",
         window="5m",
-        value_expr=(
-            f"[[rule:{NATIVE_GRAPH_RATIO}]]\n"
-            "or on ([[match_on]])\n"
+        value_expr=_native_or_log(
+            f"[[rule:{NATIVE_GRAPH_RATIO}]]",
             "(\n"
             f"  min without (dp, tp, pp, graph) ({DECODE_GRAPH_ENABLED.name})\n"
             f"  {_WHILE_DECODING.replace(chr(10), chr(10) + '  ')}\n"
-            ")"
+            ")",
         ),
         comparison="<",
         compare_to=1.0,

@@ -812,11 +812,12 @@ ITL_BOUNDS = ("0.06", "0.08", "0.1", "0.2", "0.4")
 
 CASES["SpecDecodeDraftsRejected"] += [
     Case(
-        "native counters say 1.00 while the log says 2.50: the native series fires, once",
+        "native counters say 1.00 while the log says 2.50: the native value fires, once, under "
+        "the exporter's labels (its inhibitions and identity hold whichever source speaks)",
         {**_native_accept(60, 60, 30), **_log_accept((2.5, 30))},
         (
             Check("SpecDecodeDraftsRejected", "2m"),
-            Check("SpecDecodeDraftsRejected", "6m", (Firing(S1, "1.000"),)),
+            Check("SpecDecodeDraftsRejected", "6m", (Firing(T1, "1.000"),)),
         ),
     ),
     Case(
@@ -829,8 +830,17 @@ CASES["SpecDecodeDraftsRejected"] += [
             **_log_accept((1.0, 30)),
         },
         (
-            Check("SpecDecodeDraftsRejected", "8m", (Firing(S1, "1.000"),)),
+            Check("SpecDecodeDraftsRejected", "8m", (Firing(T1, "1.000"),)),
             Check("SpecDecodeDraftsRejected", "20m"),
+        ),
+    ),
+    Case(
+        "native 1.00 under the exporter's labels while it reads lines; once the log is lost "
+        "(no decode line since 5m) the native series fires alone",
+        {**_native_accept(60, 60, 30), **_log_accept((2.5, 5), (0.0, 25))},
+        (
+            Check("SpecDecodeDraftsRejected", "4m", (Firing(T1, "1.000"),)),
+            Check("SpecDecodeDraftsRejected", "12m", (Firing(S1, "1.000"),)),
         ),
     ),
 ]
@@ -846,7 +856,7 @@ CASES["SpecDecodeAcceptLengthLow"] += [
         },
         (
             Check("SpecDecodeAcceptLengthLow", "15m"),
-            Check("SpecDecodeAcceptLengthLow", "20m", (Firing(S1, "1.300"),)),
+            Check("SpecDecodeAcceptLengthLow", "20m", (Firing(T1, "1.300"),)),
             Check("SpecDecodeAcceptLengthLow", "35m"),
         ),
     ),
