@@ -15,6 +15,7 @@ from specserve.profile.checks import CheckOptions, run_checks
 from specserve.profile.issues import Issue, errors
 from specserve.profile.loader import ProfileError, load_profile
 from specserve.profile.model import Profile
+from specserve.profile.nodes import Placement, PlacementError, placement_options
 from specserve.profile.render import FORMATS, render
 from specserve.profile.report import format_text, write_report
 from specserve.profile.schema import profile_schema
@@ -108,7 +109,13 @@ def cmd_render(args: argparse.Namespace) -> int:
         # Refuse to print a command that `check` would reject: it would be pasted and run.
         sys.stderr.write(format_text(path, issues))
         return EXIT_ERRORS
-    sys.stdout.write(FORMATS[args.format](render(profile, version)))
+    placement = Placement(args.node_rank, args.rendezvous_host)
+    try:
+        rendered = render(profile, version, placement)
+    except PlacementError as exc:
+        sys.stderr.write(f"specserve render: {exc}\n")
+        return EXIT_USAGE
+    sys.stdout.write(FORMATS[args.format](rendered))
     return EXIT_OK
 
 
@@ -164,6 +171,7 @@ def register(subparsers: Any) -> None:
     rend.add_argument("profile", type=Path, help="profile YAML")
     rend.add_argument("--format", choices=tuple(FORMATS), default="shell")
     _version_option(rend)
+    placement_options(rend)
     rend.set_defaults(handler=cmd_render)
 
     schema = subparsers.add_parser("profile-schema", help="print the profile JSON Schema")

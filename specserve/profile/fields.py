@@ -56,6 +56,8 @@ class Emit(Enum):
     DP_ATTENTION = "--enable-dp-attention, or --attn-dp-size N where the version has it"
     GRAPHS_OFF = "both phases' graph backend disabled, only with allow_disable_cuda_graph"
     SECRET = "the flag and a placeholder; the launcher puts the key in at exec time"
+    # The rank is the deploy's, not the profile's: render_argv takes it (profile/nodes.py).
+    NODES = "--nnodes N --node-rank R --dist-init-addr HOST:PORT, only when N > 1"
 
 
 @dataclass(frozen=True)
@@ -143,6 +145,11 @@ SECTIONS: dict[str, Section] = {
             nullable=True,
         ),
         Section("parallelism", "How the model is split over the GPUs.", required=True),
+        Section(
+            "nodes",
+            "One server spread over several nodes (SGLang's `--nnodes`); absent: one node. Each "
+            "node runs one rank; the rank comes from the deploy, never from this file.",
+        ),
         Section("gpu", "What the GPUs must be; Ansible's preflight checks it.", required=True),
         Section("server", "How SGLang is started and where it listens."),
         Section("nccl", "NCCL's environment: a named preset and overrides (below)."),
@@ -158,6 +165,7 @@ LAYOUT: tuple[str, ...] = (
     "target",
     "drafter",
     "parallelism",
+    "nodes",
     "gpu",
     "server",
     "nccl",
@@ -268,10 +276,40 @@ FIELDS: tuple[Field, ...] = (
         owns=(Option("--ep-size", ("--expert-parallel-size", "--ep")),),
         emit=Emit.UNLESS_DEFAULT,
     ),
+    # SGLang's distributed flags (arg_groups/fields/parallel.py): --nnodes, --node-rank and
+    # --dist-init-addr; a rank > 0 serves no API, only a dummy health server (engine.py).
+    Field(
+        "nodes.count",
+        _t("integer", minimum=1),
+        "Nodes the server spans, one rank each; above 1 renders `--nnodes`, the deploy's "
+        "`--node-rank` and `--dist-init-addr`. `nodes.count` x `gpu.count` must equal the GPUs "
+        "the parallelism takes.",
+        1,
+        owns=(
+            Option("--nnodes"),
+            Option("--node-rank"),
+            Option("--dist-init-addr", ("--nccl-init-addr",)),
+        ),
+        emit=Emit.NODES,
+    ),
+    Field(
+        "nodes.rendezvous_host",
+        _t("string", null=True, minLength=1),
+        "Address of rank 0 that every rank rendezvouses at; null: the deploy supplies it "
+        "(Helm: the LeaderWorkerSet leader's address; Ansible: rank 0's inventory host).",
+        None,
+    ),
+    Field(
+        "nodes.rendezvous_port",
+        _t("integer", minimum=1, maximum=65535),
+        "Rendezvous port on rank 0 (with DP attention SGLang also binds the next few ports).",
+        25000,
+    ),
     Field(
         "gpu.count",
         _t("integer", minimum=0),
-        "GPUs the deployment asks for; 0 means the CPU stand-in.",
+        "GPUs the deployment asks for on each node (all of them on one node); 0 means the CPU "
+        "stand-in.",
         REQUIRED,
     ),
     Field(

@@ -61,6 +61,13 @@ class Parallelism:
 
 
 @dataclass(frozen=True)
+class Nodes:
+    count: int = default_of("nodes.count")
+    rendezvous_host: str | None = default_of("nodes.rendezvous_host")
+    rendezvous_port: int = default_of("nodes.rendezvous_port")
+
+
+@dataclass(frozen=True)
 class Gpu:
     count: int
     min_memory_gib: float = default_of("gpu.min_memory_gib")
@@ -115,6 +122,7 @@ class Profile:
     gpu: Gpu
     drafter: Drafter | None = None
     server: Server = field(default_factory=Server)
+    nodes: Nodes = field(default_factory=Nodes)
     nccl: Nccl = field(default_factory=Nccl)
     env: dict[str, str] = field(default_factory=_fresh("env"))
     logging: Logging = field(default_factory=Logging)
@@ -211,6 +219,7 @@ def profile_from_document(doc: dict[str, Any], source_path: Path | None = None) 
         parallelism=Parallelism(**_own(Parallelism, doc["parallelism"])),
         gpu=Gpu(**_own(Gpu, doc["gpu"])),
         server=server,
+        nodes=Nodes(**_own(Nodes, doc.get("nodes") or {})),
         nccl=Nccl(**_own(Nccl, nccl_doc)),
         env=dict(doc.get("env") or {}),
         logging=Logging(**_own(Logging, logging_doc)),

@@ -44,6 +44,7 @@ SECTION_CLASSES: dict[str, type] = {
     "target": model.Target,
     "drafter": model.Drafter,
     "parallelism": model.Parallelism,
+    "nodes": model.Nodes,
     "gpu": model.Gpu,
     "server": model.Server,
     "nccl": model.Nccl,
@@ -52,6 +53,8 @@ SECTION_CLASSES: dict[str, type] = {
 # What the special emitters need besides the row's own value to render at all.
 SPECIAL_SETUP: dict[str, dict[str, Any]] = {
     "server.disable_cuda_graph": {"server.allow_disable_cuda_graph": True},
+    # Over several nodes every rank needs rank 0's address (the deploy's, or the profile's).
+    "nodes.count": {"nodes.rendezvous_host": "rank0.example"},
 }
 
 
