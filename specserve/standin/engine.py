@@ -75,6 +75,10 @@ class Request:
     seed: int = 0
     log_metrics: bool = True
     """False for health-check probes: upstream keeps them out of the request metrics."""
+    stream: bool = False
+    """Upstream's `is_streaming` label of the request metrics."""
+    spec_verify_ct: int = 0
+    """Verify passes the request took part in (upstream's req.spec_verify_ct)."""
 
     def __post_init__(self) -> None:
         self.seed = zlib.crc32(self.text.encode("utf-8"))
@@ -263,7 +267,7 @@ class Engine:
             # Prefill yields each request's first token, as upstream's does.
             req.first_token_at = now
             if self.metrics is not None and req.log_metrics:
-                self.metrics.first_token(now - req.created)
+                self.metrics.first_token(now - req.created, req.stream)
             self._emit(req, 1)
 
     def _decode(self) -> None:
@@ -283,6 +287,7 @@ class Engine:
             else:
                 a = 0.0 if self.drafter_mismatch else behaviour.acceptance * req.content_factor
                 req.acc += accept_length(self.shape, a)
+                req.spec_verify_ct += 1
                 # 1e-9 keeps 2.0 from flooring to 1 after float drift.
                 n = max(1, math.floor(req.acc + 1e-9))
                 req.acc -= n
@@ -299,7 +304,7 @@ class Engine:
             accepted += n
             emitted = self._emit(req, n)
             if self.metrics is not None and emitted and req.log_metrics:
-                self.metrics.inter_token(seconds * self.time_scale / emitted, emitted)
+                self.metrics.inter_token(seconds * self.time_scale, emitted)
         if self.metrics is not None:
             self.metrics.decode_pass(graph)
         self._win_seconds += seconds
@@ -397,6 +402,10 @@ class Engine:
                 self.metrics.aborted()
             else:
                 self.metrics.finished(
-                    req.prompt_tokens, req.generated, time.monotonic() - req.created
+                    req.prompt_tokens,
+                    req.generated,
+                    time.monotonic() - req.created,
+                    spec_verify_ct=req.spec_verify_ct,
+                    stream=req.stream,
                 )
         req.out.put(("done", reason))
