@@ -93,6 +93,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="deployment profile YAML: draft-token count and baseline come from it")
     spec.add_argument("--draft-tokens", type=int, default=_int_env("draft_tokens"),
                       help="--speculative-num-draft-tokens of the server (overrides the profile)")
+    spec.add_argument("--adaptive", action="store_true", default=_env_flag("adaptive"),
+                      help="the server runs --speculative-adaptive (also set by the profile's "
+                           "drafter.adaptive): the draft-token count follows its switch lines")
     spec.add_argument("--baseline", default=_env("baseline"),
                       help="non-speculative throughput per concurrency bucket, tok/s: "
                            "'1=90,2=170,4=300' (overrides the profile); buckets: "
@@ -151,6 +154,7 @@ def parse_listen(address: str) -> tuple[str, int]:
 def _speculation(args: argparse.Namespace) -> SpeculationConfig:
     draft_tokens: int | None = None
     baseline: dict[str, float] = {}
+    adaptive = bool(args.adaptive)
     if args.profile:
         # Imported here: the profile library pulls in jsonschema, which --help does not need.
         from specserve.profile import ProfileError, load_profile
@@ -162,13 +166,14 @@ def _speculation(args: argparse.Namespace) -> SpeculationConfig:
             raise ConfigError(f"--profile {args.profile}: {exc}") from exc
         draft_tokens = profile.draft_tokens
         baseline = dict(profile.baseline_tok_s)
+        adaptive = adaptive or profile.adaptive
     if args.draft_tokens is not None:
         if args.draft_tokens < 1:
             raise ConfigError("--draft-tokens must be at least 1")
         draft_tokens = args.draft_tokens
     if args.baseline:
         baseline = parse_baseline(args.baseline)
-    return SpeculationConfig(draft_tokens=draft_tokens, baseline=baseline)
+    return SpeculationConfig(draft_tokens=draft_tokens, baseline=baseline, adaptive=adaptive)
 
 
 def load_config(argv: Sequence[str] | None = None) -> ExporterConfig:

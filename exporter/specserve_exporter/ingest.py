@@ -15,6 +15,8 @@ from __future__ import annotations
 import re
 import time
 
+from specserve.adaptive import SWITCH_MARKER, SWITCH_PATTERN
+
 from .fields import Feed, Kind, every_line
 from .parser import MAX_LINE_BYTES, Ranks, Rejected, StatsLine, parse_line
 from .shape import MARKERS, HistogramSpec, Shape
@@ -51,6 +53,12 @@ class Ingestor:
                 for gap in _LOG_GAP.finditer(chunk):
                     self.state.log_file_gaps += 1
                     self.state.log_file_gap_bytes += int(gap.group(1))
+            if SWITCH_MARKER in chunk:  # --speculative-adaptive changed steps and draft tokens
+                switches = list(SWITCH_PATTERN.finditer(chunk))
+                if switches:
+                    self.state.adaptive_switches += len(switches)
+                    last = switches[-1]
+                    self.state.adaptive_shape = (int(last.group(2)), int(last.group(4)))
             while chunk:
                 n_lines = chunk.count(b"\n")
                 if self._fast(chunk, n_lines, now):

@@ -92,6 +92,9 @@ class ProfileFacts:
     target_path: str = ""
     drafter_path: str | None = None
     served_model_name: str | None = None
+    # drafter.adaptive: the server changes steps and draft tokens at run time, so the exporter
+    # reads the current draft-token count from its log instead of trusting draft_tokens.
+    adaptive: bool = False
 
     @property
     def log_dir(self) -> str | None:
@@ -139,6 +142,7 @@ class ProfileFacts:
             "speculative": self.speculating,
             "algorithm": self.algorithm or "",
             "draft_tokens": self.draft_tokens or 0,
+            "adaptive": self.adaptive,
             "api_key_file": self.api_key_file or "",
             "api_key_env": self.api_key_env or "",
             "logging_file": self.log_file or "",
@@ -166,6 +170,7 @@ def facts(profile: Profile, document: Mapping[str, Any] | None = None) -> Profil
         speculating=spec is not None,
         algorithm=None if spec is None else spec.algorithm,
         draft_tokens=None if spec is None else spec.num_draft_tokens,
+        adaptive=spec is not None and spec.adaptive,
         gpu_count=profile.gpu.count,
         gpus_needed=gpus_needed(par.tp, par.dp, par.enable_dp_attention),
         gpu_min_memory_gib=float(profile.gpu.min_memory_gib),
