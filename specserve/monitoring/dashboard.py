@@ -63,6 +63,7 @@ from specserve.monitoring.rules import (
     ALERTS,
     FLEET_SLOWEST_THROUGHPUT,
     FLEET_THROUGHPUT,
+    NATIVE_ACCEPT_LENGTH,
     REJECTED_RATIO,
     REPLICA_THROUGHPUT,
     REPLICA_THROUGHPUT_SHARE,
@@ -209,10 +210,17 @@ def _accept_length_means(settings: Settings) -> list[Query]:
     users: dict[str, list[str]] = {}
     for alert in ("SpecDecodeDraftsRejected", "SpecDecodeAcceptLengthLow"):
         users.setdefault(_window(settings, alert), []).append(alert)
+    # Beside each log-derived mean, SGLang's own (generated tokens / verify calls): what the
+    # alerts read where it exists, and what SpecServeAcceptLengthMismatch compares.
     return [
-        Query(inline_rule(ACCEPT_LENGTH_MEAN, window),
-              f"{{{{instance}}}} {window} mean ({', '.join(alerts)})")
+        query
         for window, alerts in users.items()
+        for query in (
+            Query(inline_rule(ACCEPT_LENGTH_MEAN, window),
+                  f"{{{{instance}}}} {window} mean ({', '.join(alerts)})"),
+            Query(inline_rule(NATIVE_ACCEPT_LENGTH, window),
+                  f"{{{{instance}}}} {window} sglang tokens / verify calls"),
+        )
     ]  # fmt: skip
 
 
@@ -231,6 +239,7 @@ def _accept_length_row(settings: Settings) -> Row:
                 ),
                 Query(f"max by (instance) ({SGLANG_SPEC_ACCEPT_LENGTH})",
                       "{{instance}} sglang native"),
+
             ],
             "Accepted tokens per verify pass, bonus token included (1.00 = every draft "
             f"rejected), as a mean over each accept-length alert's window. Lines mark the "
