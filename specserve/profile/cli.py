@@ -88,6 +88,8 @@ def cmd_check(args: argparse.Namespace) -> int:
             configs_only=args.configs_only,
             require_models=args.require_models,
             sglang_version=version,
+            compare_baseline=not args.no_baseline_check,
+            image=args.image,
         )
         issues = run_checks(profile, options)
     write_report(sys.stdout, path, issues, args.format)
@@ -140,7 +142,8 @@ def register(subparsers: Any) -> None:
         "check",
         help="validate a deployment profile before anything starts",
         description="Validate a profile: schema, speculative decoding vs the drafter's "
-        "config.json, parallelism, server flags, NCCL, weights. Exit 0 ok, 1 errors, 2 usage.",
+        "config.json, parallelism, server flags, NCCL, weights, and a speculative profile "
+        "against what its baseline was measured with. Exit 0 ok, 1 errors, 2 usage.",
     )
     check.add_argument("profile", type=Path, help="profile YAML")
     check.add_argument(
@@ -160,6 +163,17 @@ def register(subparsers: Any) -> None:
         help="a model directory that cannot be found is an error, not a warning",
     )
     check.add_argument("--format", choices=("text", "json"), default="text")
+    check.add_argument(
+        "--image",
+        default=None,
+        help="the server image the deploy runs; compared with the baseline's recorded image",
+    )
+    check.add_argument(
+        "--no-baseline-check",
+        action="store_true",
+        help="do not compare a speculative profile with its baseline's recorded settings "
+        "(playbooks/baseline.yml, which re-measures it)",
+    )
     _version_option(check)
     check.set_defaults(handler=cmd_check)
 

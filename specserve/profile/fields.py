@@ -580,6 +580,65 @@ FIELDS: tuple[Field, ...] = (
         _t("string"),
         "Where the numbers come from (a benchmark run, the seeds).",
     ),
+    # What the baseline was measured with (specserve/profile/likeness.py): `playbooks/baseline.yml`
+    # records them; `check` and the exporter refuse a speculative profile that differs. Absent
+    # (a baseline written by hand or by an older baseline.yml): not recorded, `check` warns.
+    Field(
+        "baseline.image",
+        _t("string", minLength=1),
+        "Recorded: the server image the baseline ran in (`specserve_image`).",
+    ),
+    Field(
+        "baseline.sglang_version",
+        _t("string", minLength=1),
+        "Recorded: the SGLang version the baseline server reported (`/server_info` `version`).",
+    ),
+    Field(
+        "baseline.target",
+        _t("string", minLength=1),
+        "Recorded: `target.path` of the baseline run, as the profile wrote it.",
+    ),
+    Field(
+        "baseline.tp",
+        _t("integer", minimum=1),
+        "Recorded: `parallelism.tp` of the baseline run.",
+    ),
+    Field(
+        "baseline.dp",
+        _t("integer", minimum=1),
+        "Recorded: `parallelism.dp` of the baseline run.",
+    ),
+    Field(
+        "baseline.ep",
+        _t("integer", minimum=1),
+        "Recorded: `parallelism.ep` of the baseline run.",
+    ),
+    Field(
+        "baseline.max_running_requests",
+        _t("integer", null=True, minimum=1),
+        "Recorded: the running-request cap the baseline server ran with (the speculative "
+        "profile's effective value, SGLang's 48 when it leaves it unset); null: uncapped.",
+    ),
+    Field(
+        "baseline.context_length",
+        _t("integer", null=True, minimum=1),
+        "Recorded: `target.context_length` of the baseline run (null: the model's).",
+    ),
+    Field(
+        "baseline.disable_cuda_graph",
+        _t("boolean"),
+        "Recorded: `server.disable_cuda_graph` of the baseline run.",
+    ),
+    Field(
+        "baseline.cuda_graph_max_bs",
+        _t("integer", null=True, minimum=1),
+        "Recorded: `server.cuda_graph_max_bs` of the baseline run (null: SGLang's default).",
+    ),
+    Field(
+        "baseline.nccl_preset",
+        _t("string", minLength=1),
+        "Recorded: `nccl.preset` of the baseline run.",
+    ),
 )
 
 BY_PATH: dict[str, Field] = {f.path: f for f in FIELDS}

@@ -103,6 +103,9 @@ def test_baseline_is_measured_recorded_and_published(deployment: Deployment,
     assert "accept length n/a (no speculation)" in run.output
     recorded = _profile(tuning["profile"])["baseline"]
     assert "specserve bench" in recorded["source"]
+    # What it was measured with (issue 18 item 2): the speculative run's cap, TP and image.
+    assert (recorded["max_running_requests"], recorded["tp"]) == (48, 1)
+    assert recorded["image"] == "specserve/standin:0.1.0"
     values = {k: float(v) for k, v in recorded["gen_throughput_tok_s"].items()}
     assert set(values) == {"1", "8"}
     # Server-side numbers are model time: close to the documented model (decode-log windows

@@ -31,6 +31,7 @@ from specserve.profile.fields import (
     docs_table,
 )
 from specserve.profile.flags import OWNED_DESTS, OWNED_FLAGS
+from specserve.profile.likeness import SETTINGS as BASELINE_SETTINGS
 from specserve.profile.model import profile_from_document
 from specserve.profile.render import API_KEY_PLACEHOLDER, EMITTERS, render_argv
 from specserve.profile.schema import profile_schema
@@ -40,6 +41,8 @@ WITH_FLAGS = [f for f in FIELDS if f.owns]
 # Where the model keeps a field under another name, or not at all (read by the checks only).
 MODEL_NAME = {"baseline.gen_throughput_tok_s": (model.Profile, "baseline_gen_throughput")}
 NOT_IN_MODEL = {"version", "baseline.source"}
+# What a baseline was measured with: read from the document by specserve/profile/likeness.py.
+NOT_IN_MODEL |= {f"baseline.{key}" for key in BASELINE_SETTINGS}
 SECTION_CLASSES: dict[str, type] = {
     "target": model.Target,
     "drafter": model.Drafter,

@@ -21,6 +21,7 @@ from specserve.buckets import concurrency_bucket
 try:
     from specserve.profile.checks import CheckOptions, run_checks
     from specserve.profile.facts import document_speculates
+    from specserve.profile.likeness import SETTINGS as BASELINE_SETTINGS
     from specserve.profile.model import profile_from_document
     from specserve.profile.schema import schema_issues
     from specserve.profile.variants import speculative_max_running_requests
@@ -101,6 +102,8 @@ def profile_edit(
                 str(k): round(float(v), 1) for k, v in block["gen_throughput_tok_s"].items()
             },
             "source": str(block.get("source", "")),
+            # What it was measured with, when the block records it (check compares them).
+            **{key: block[key] for key in BASELINE_SETTINGS if key in block},
         }
     return _dump(doc)
 
