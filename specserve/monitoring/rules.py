@@ -53,6 +53,7 @@ from specserve_exporter.names import (
     LOG_LINES_REJECTED,
     PREFIX,
     SOURCE_UP,
+    SPECULATIVE_DRAFT_TOKENS,
 )
 
 ThresholdKind = Literal["number", "regex", "labels", "metric"]
@@ -331,6 +332,15 @@ def _native_or_log(native: str, log: str) -> str:
 _ACCEPT_LENGTH_EITHER = _native_or_log(
     f"[[rule:{NATIVE_ACCEPT_LENGTH}]]", f"[[rule:{ACCEPT_LENGTH_MEAN}]]"
 )
+# Adaptive speculation (--speculative-adaptive) may run 0 steps: one draft token per pass and an
+# accept length of 1.00 by SGLang's choice, not a broken drafter. A window in which the server's
+# draft-token count (the exporter follows its switch lines) fell below 2 says nothing about
+# the drafter, so the accept-length floors skip it.
+_ACCEPT_LENGTH_WHILE_DRAFTING = (
+    "(\n  " + _ACCEPT_LENGTH_EITHER.replace("\n", "\n  ") + "\n)\n"
+    "unless on ([[match_on]])\n"
+    f"(min by ([[match_on]]) (min_over_time({SPECULATIVE_DRAFT_TOKENS.name}[[[window]]])) < 2)"
+)
 
 ALERTS: tuple[Alert, ...] = (
     Alert(
@@ -363,7 +373,7 @@ ALERTS: tuple[Alert, ...] = (
         severity="critical",
         for_="2m",
         window="2m",
-        value_expr=_ACCEPT_LENGTH_EITHER,
+        value_expr=_ACCEPT_LENGTH_WHILE_DRAFTING,
         comparison="<",
         compare_to=Threshold(
             "max_accept_length", 1.05, "number",
@@ -380,7 +390,8 @@ ALERTS: tuple[Alert, ...] = (
         ),
         meaning="Accept length at or near 1.0 while decoding: every draft is rejected (EAGLE "
         "instead of EAGLE3, or a broken/mismatched drafter). Speculation only costs time. "
-        "From SGLang's counters when it exports them, else from the decode lines.",
+        "From SGLang's counters when it exports them, else from the decode lines. Silent for "
+        "a window in which adaptive speculation ran 0 steps (draft tokens 1).",
         query_thresholds=(_MATCH_ON,),
     ),
     Alert(
@@ -388,7 +399,7 @@ ALERTS: tuple[Alert, ...] = (
         severity="warning",
         for_="15m",
         window="5m",
-        value_expr=_ACCEPT_LENGTH_EITHER,
+        value_expr=_ACCEPT_LENGTH_WHILE_DRAFTING,
         comparison="<",
         compare_to=Threshold(
             "floor", 1.5, "number",
@@ -404,7 +415,7 @@ ALERTS: tuple[Alert, ...] = (
         ),
         meaning="Accept length below a configurable floor (the break-even point of this "
         "deployment) while decoding; from SGLang's counters when it exports them, else from "
-        "the decode lines.",
+        "the decode lines. Silent for a window in which adaptive speculation ran 0 steps.",
         query_thresholds=(_MATCH_ON,),
     ),
     Alert(
@@ -811,6 +822,43 @@ ALERTS += (
         meaning="A decoding replica's window-mean throughput is below a share of the mean of "
         "all decoding replicas of its fleet (same job; same namespace/service on Kubernetes). "
         "Never fires with one replica decoding, nor while idle.",
+    ),
+)
+
+# --- adaptive speculation (issue 18 item 4) -----------------------------------------------------
+ALERTS += (
+    Alert(
+        name="SpecDecodeAcceptAboveDraftTokens",
+        severity="warning",
+        for_="10m",
+        window="5m",
+        # A verify pass accepts at most steps + 1 <= draft tokens, so a mean above the largest
+        # count the exporter held in the window means the count is not the server's.
+        value_expr=(
+            f"[[rule:{ACCEPT_LENGTH_MEAN}]]\n"
+            "/ on (job, instance)\n"
+            f"(max by (job, instance) (max_over_time({SPECULATIVE_DRAFT_TOKENS.name}[[[window]]]))"
+            " > 0)"
+        ),
+        comparison=">",
+        compare_to=Threshold(
+            "max_ratio", 1.02, "number",
+            "Accept length over the draft-token count above which the alert fires (1.0 is "
+            "the most a correct count allows; the margin absorbs the log's two decimals).",
+            minimum=1.0, maximum=10.0,
+        ),
+        summary="Accept length is above the draft-token count the exporter was given",
+        description=(
+            "Mean accept length on {{ $labels.instance }} over [[window]] is "
+            '{{ $value | printf "%.3f" }} times the largest draft-token count the exporter '
+            "held (alert above [[max_ratio]]); no verify pass can accept more than its draft "
+            "tokens. The server runs more draft tokens than the profile says: "
+            "--speculative-adaptive on the server but not drafter.adaptive in the profile, or "
+            "a stale --draft-tokens. The computed draft acceptance is wrong."
+        ),
+        meaning="The log-derived mean accept length exceeds the largest "
+        f"`{SPECULATIVE_DRAFT_TOKENS.name}` of the window: the exporter's draft-token count "
+        "is not the server's (adaptive speculation it was not told about, or a stale value).",
     ),
 )
 

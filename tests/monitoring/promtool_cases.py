@@ -1013,6 +1013,69 @@ RECORDING_CASES += [
 ]
 
 
+# --- adaptive speculation (issue 18 item 4) ---------------------------------------------------
+DRAFT_TOKENS = "specserve_speculative_draft_tokens"
+
+
+def _draft_tokens(values: str, instance: str = NODE1) -> dict[str, str]:
+    """The exporter's draft-token gauge: the server's count under adaptive speculation."""
+    return {f"{DRAFT_TOKENS}{{{target(instance)}}}": values}
+
+
+CASES["SpecDecodeDraftsRejected"] += [
+    Case(
+        "adaptive at 0 steps (1 draft token): accept length 1.00 by SGLang's choice stays "
+        "silent; drafting again (2 draft tokens) at 1.00 it fires; back at 0 steps it resolves",
+        {**_log_accept((1.0, 40)), **_draft_tokens("1x14 2x9 1x15")},
+        (
+            Check("SpecDecodeDraftsRejected", "10m"),
+            Check("SpecDecodeDraftsRejected", "20m", (Firing(T1, "1.000"),)),
+            Check("SpecDecodeDraftsRejected", "28m"),
+        ),
+    ),
+]
+CASES["SpecDecodeAcceptLengthLow"] += [
+    Case(
+        "accept length 1.30 while adaptive runs 0 steps: not a drafter verdict, silent",
+        {**_log_accept((1.3, 30)), **_draft_tokens("1x30")},
+        (Check("SpecDecodeAcceptLengthLow", "20m"), Check("SpecDecodeAcceptLengthLow", "25m")),
+    ),
+]
+CASES["SpecDecodeAcceptAboveDraftTokens"] = [
+    Case(
+        "the exporter holds 4 draft tokens while the server accepts 5.50 a pass: fires; once "
+        "it holds the server's 8 it resolves",
+        {**_log_accept((5.5, 40)), **_draft_tokens("4x19 8x21")},
+        (
+            Check("SpecDecodeAcceptAboveDraftTokens", "8m"),  # pending, for 10m
+            Check("SpecDecodeAcceptAboveDraftTokens", "15m", (Firing(T1, "1.375"),)),
+            Check("SpecDecodeAcceptAboveDraftTokens", "22m"),
+        ),
+    ),
+    Case(
+        "healthy: 3.20 accepted of 4 draft tokens; an idle server beside it",
+        {
+            **_log_accept((3.2, 30)),
+            **_draft_tokens("4x30"),
+            **_draft_tokens("4x30", NODE2),
+        },
+        (
+            Check("SpecDecodeAcceptAboveDraftTokens", "15m"),
+            Check("SpecDecodeAcceptAboveDraftTokens", "25m"),
+        ),
+    ),
+    Case(
+        "adaptive: the exporter follows the server from 4 to 8 draft tokens as the accept "
+        "length rises from 3.50 to 6.00: never above the count",
+        {**_log_accept((3.5, 10), (6.0, 30)), **_draft_tokens("4x9 8x30")},
+        (
+            Check("SpecDecodeAcceptAboveDraftTokens", "15m"),
+            Check("SpecDecodeAcceptAboveDraftTokens", "30m"),
+        ),
+    ),
+]
+
+
 def _grafana_equivalence_cases() -> list[Case]:
     """Each alert's first firing check, re-evaluated as Grafana evaluates it: query A with the
     recording rules inlined, compared with the threshold, no rule file loaded."""

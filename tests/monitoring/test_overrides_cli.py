@@ -91,7 +91,7 @@ def test_cli_render_with_overrides_writes_a_rule_file_promtool_accepts(
     text = out.read_text()
     alerts = {r["alert"]: r["expr"] for r in yaml.safe_load(text)["groups"][1]["rules"]}
     assert alerts["SpecDecodeDraftsRejected"].endswith(
-        "  or on ()\n  instance:sglang_spec_accept_length:ratio_rate2m\n)\n< 1.2"
+        "(min_over_time(specserve_speculative_draft_tokens[2m])) < 2)\n)\n< 1.2"
     )
     assert "SpecDecodeQueueBacklog" not in text
     assert "https://example.org/runbooks/spec-decode-drafts-rejected.md" in text
@@ -142,11 +142,14 @@ def test_cli_render_with_a_window_override(promtool: str, tmp_path: Path) -> Non
     alerts = {r["alert"]: r for r in document["groups"][1]["rules"]}
     drafts = alerts["SpecDecodeDraftsRejected"]
     assert drafts["expr"] == (
-        "(\n  (\n    instance:specserve_decode_accept_length:mean1m * 0\n"
-        "    + on () group_left ()\n"
-        "    min by () (instance:sglang_spec_accept_length:ratio_rate1m)\n  )\n"
-        "  or\n  instance:specserve_decode_accept_length:mean1m\n"
-        "  or on ()\n  instance:sglang_spec_accept_length:ratio_rate1m\n)\n< 1.05"
+        "(\n  (\n    (\n      instance:specserve_decode_accept_length:mean1m * 0\n"
+        "      + on () group_left ()\n"
+        "      min by () (instance:sglang_spec_accept_length:ratio_rate1m)\n    )\n"
+        "    or\n    instance:specserve_decode_accept_length:mean1m\n"
+        "    or on ()\n    instance:sglang_spec_accept_length:ratio_rate1m\n  )\n"
+        # Adaptive speculation at 0 steps (1 draft token) is no verdict on the drafter.
+        "  unless on ()\n"
+        "  (min by () (min_over_time(specserve_speculative_draft_tokens[1m])) < 2)\n)\n< 1.05"
     )
     assert drafts["for"] == "30s"
     assert "over 1m is" in drafts["annotations"]["description"]
