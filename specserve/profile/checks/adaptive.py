@@ -64,11 +64,13 @@ def _steps_issues(d: Drafter, candidates: list[int]) -> list[Issue]:
     try:
         steps = start_steps(d.num_steps, candidates)
     except ValueError as exc:
+        # 0 is a candidate SGLang may switch to, not a start the profile can ask for.
+        startable = [c for c in candidates if c >= 1]
         return [
             error(
                 "drafter.num_steps",
-                f"SGLang refuses to start: {str(exc).rstrip('.')}",
-                f"set drafter.num_steps to one of {candidates}, or leave the tree unset (SGLang "
+                f"SGLang refuses to start: {str(exc).partition('. Pass')[0]}",
+                f"set drafter.num_steps to one of {startable}, or leave the tree unset (SGLang "
                 f"then starts at {candidates[len(candidates) // 2]})",
             )
         ]
@@ -111,8 +113,8 @@ def check_adaptive(profile: Profile, contract: Contract) -> list[Issue]:
         return [
             error(
                 "drafter.adaptive",
-                f"SGLang {contract.version} turns adaptive speculation off at start ({reason}) "
-                "and serves the static parameters, saying so only in a log warning",
+                f"SGLang {contract.version} turns adaptive speculation off at start and serves "
+                f"the static parameters, saying so only in a log warning: {reason}",
                 _off_fix(reason),
             )
         ]
