@@ -10,6 +10,9 @@ the argv the chart renders, in front of stand-in SGLang servers on 127.0.0.1.
   grants: list and watch of pods in the release namespace.
 - With the discovery flags swapped for the equivalent static worker list, it balances over three
   stand-ins and keeps answering when one of them dies.
+- On SIGTERM (a router rollout, after the chart's preStop sleep) it refuses new connections and
+  lets a running generation finish, which is why the chart gives it a grace period
+  (--shutdown-grace-period-secs, terminationGracePeriodSeconds) longer than its default.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -165,7 +169,7 @@ class Run:
         self.root = root
         self.procs: list[subprocess.Popen[bytes]] = []
 
-    def standin(self, name: str) -> Standin:
+    def standin(self, name: str, **env: str) -> Standin:
         port = free_port()
         log = self.root / f"{name}.log"
         argv = [sys.executable, "-m", "specserve.standin.server", "--model-path",
@@ -173,7 +177,7 @@ class Run:
                 "--api-key", KEY]  # fmt: skip
         with log.open("wb") as out:
             proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
-                                    env={**os.environ, **FAST_ENV})  # fmt: skip
+                                    env={**os.environ, **FAST_ENV, **env})  # fmt: skip
         self.procs.append(proc)
         server = Standin(proc, port, log)
         server.wait_ready()
@@ -185,6 +189,7 @@ class Run:
             proc = subprocess.Popen([*command, *argv], stdout=out, stderr=subprocess.STDOUT,
                                     env=env, cwd=self.root)  # fmt: skip
         self.procs.append(proc)
+        self.router_proc = proc
         return log
 
     def stop(self) -> None:
@@ -337,3 +342,43 @@ def test_static_workers_equivalent_balances_and_survives_a_dead_replica(
     assert re.search(rf'^smg_worker_cb_outcomes_total\{{worker="{dead}",outcome="failure"\}} [1-9]',
                      text, re.M), text  # fmt: skip
     assert re.search(r"^smg_worker_retries_total\{[^}]*\} [1-9]", text, re.M), text
+
+
+def test_sigterm_lets_a_running_generation_finish_and_refuses_new_ones(
+    router_bin: Path, run: Run, tmp_path: Path
+) -> None:
+    # Real-time stand-in: 160 tokens take about 2 s, long enough to stop the router mid-way.
+    server = run.standin("server-0", SPECSERVE_STANDIN_TIME_SCALE="1.0")
+    container = _keyed_container(tmp_path)
+    assert container["args"][container["args"].index("--shutdown-grace-period-secs") + 1] == "300"
+    port, metrics_port = free_port(), free_port()
+    argv = _without_discovery(_loopback(container["args"], port, metrics_port))
+    argv += ["--worker-urls", server.url]
+    log = run.router(container["command"], argv, _router_env(router_bin))
+    metrics = f"http://127.0.0.1:{metrics_port}/metrics"
+    _wait("the worker healthy", lambda: f'worker="{server.url}"}} 1' in _metrics(metrics), 60, log)
+    url = f"http://127.0.0.1:{port}"
+    result: dict[str, Any] = {}
+
+    def long_request() -> None:
+        body = {"messages": [{"role": "user", "content": "a long one"}], "max_tokens": 160,
+                "ignore_eos": True}  # fmt: skip
+        started = time.monotonic()
+        answer = requests.post(url + "/v1/chat/completions", json=body, timeout=60,
+                               headers={"Authorization": f"Bearer {KEY}"})  # fmt: skip
+        result.update(status=answer.status_code, seconds=time.monotonic() - started,
+                      tokens=answer.json().get("usage", {}).get("completion_tokens"))
+
+    thread = threading.Thread(target=long_request)
+    thread.start()
+    time.sleep(0.8)
+    assert thread.is_alive(), f"the generation ended before the router was stopped: {result}"
+    run.router_proc.send_signal(signal.SIGTERM)
+    time.sleep(0.3)
+    with pytest.raises(requests.ConnectionError):
+        _chat(url, "after SIGTERM")
+    thread.join(timeout=60)
+    assert result.get("status") == 200 and result.get("tokens") == 160, result
+    assert run.router_proc.wait(timeout=30) == 0
+    assert "starting graceful shutdown" in ANSI.sub("", log.read_text(errors="replace"))
+

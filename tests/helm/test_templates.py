@@ -278,9 +278,13 @@ CASES: list[Case] = [
             # would drop a busy, healthy worker).
             "--health-check-endpoint", "/health_generate", "--health-check-timeout-secs", "30",
             "--health-check-interval-secs", "60", "--health-failure-threshold", "3",
+            # Running requests may finish after SIGTERM for as long as the server's own drain.
+            "--shutdown-grace-period-secs", "300",
             "--prometheus-host", "0.0.0.0", "--prometheus-port", "29000",
         ]),
         Equal(f"{ROUTER}.ports[name=metrics].containerPort", 29000),
+        Equal(f"{ROUTER}.lifecycle.preStop", {"sleep": {"seconds": 10}}),
+        Equal(f"{POD}.terminationGracePeriodSeconds", 10 + 300 + 10),
         Equal(f"{POD}.automountServiceAccountToken", True),
     ), values="replicas-router"),
     Case("grants the router only what its discovery calls: list and watch pods, one namespace",
