@@ -83,3 +83,22 @@ def test_the_cli_prints_the_recorded_block(
     assert block["max_running_requests"] == 48 and block["image"] == IMAGE
     assert specserve_main([*argv[:4], str(tmp_path / "missing.yaml")]) == 2
     assert "--profile" in capsys.readouterr().err
+
+
+def test_baseline_yml_writes_the_recorded_settings_into_the_profile(tmp_path: Path) -> None:
+    # The filter baseline.yml writes the block with (specserve_profile_edit): every recorded key
+    # lands in the profile, which then validates and compares like for like.
+    from specserve.profile.likeness import compare
+    from specserve.profile.model import profile_from_document
+    from tests.contract.rendered_sources import _tune_plugin
+
+    result = _result("baseline", False, {1: 80.0})
+    result["server"]["info"].update(tp_size=8, max_running_requests=48)
+    block = baseline_block(result, profile=load_profile(_baseline_profile(tmp_path)), image=IMAGE)
+    text = _tune_plugin().profile_edit(KIMI.read_text(), baseline={"baseline": block})
+    doc = yaml.safe_load(text)
+    jsonschema.validate(doc, profile_schema())
+    assert {k: doc["baseline"][k] for k in SETTINGS} == {k: block[k] for k in SETTINGS}
+    assert "# fires when speculative throughput" in text  # comments survive the edit
+    comparison = compare(profile_from_document(doc), IMAGE, "0.5.21")
+    assert comparison.applies and comparison.like_for_like and not comparison.unrecorded
