@@ -371,7 +371,9 @@ def test_sigterm_lets_a_running_generation_finish_and_refuses_new_ones(
 
     thread = threading.Thread(target=long_request)
     thread.start()
-    time.sleep(0.8)
+    # Stop the router only once it has the request in flight on the worker (its own gauge).
+    active = f'smg_worker_requests_active{{worker="{server.url}"}} 1'
+    _wait("the request in flight", lambda: active in _metrics(metrics), 20, log)
     assert thread.is_alive(), f"the generation ended before the router was stopped: {result}"
     run.router_proc.send_signal(signal.SIGTERM)
     time.sleep(0.3)
