@@ -4,9 +4,16 @@ profile's; without adaptive the configured count stays."""
 
 from __future__ import annotations
 
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
+import requests
 import yaml
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import generate_latest
@@ -17,6 +24,7 @@ from specserve_exporter.config import load_config
 from specserve_exporter.ingest import Ingestor
 from specserve_exporter.state import LogState, SpeculationConfig
 from tests.exporter.conftest import Metrics, StartExporter, decode_line, noise_line
+from tests.standin.helpers import FAST_ENV, free_port, make_drafter
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -109,3 +117,59 @@ def test_the_exporter_process_serves_the_servers_count(
     m = exporter.wait_for(lambda m: m.decode == 5, "the fifth decode line")
     assert m.value("specserve_speculative_draft_tokens") == 2
     assert m.value("specserve_speculative_adaptive_switches_total") == 4
+
+
+def test_the_exporter_agrees_with_a_real_stand_in_s_native_gauge(
+    start_exporter: StartExporter, tmp_path: Path
+) -> None:
+    # The two witnesses of the server's count: SGLang's native sglang:spec_num_draft_tokens (the
+    # stand-in's, derived from SGLang's metrics code) and the exporter reading its switch lines.
+    drafter = make_drafter(tmp_path, "LlamaForCausalLMEagle3")
+    behaviour = tmp_path / "behaviour.json"
+    behaviour.write_text('{"acceptance": 1.0}')  # good drafts: the steps climb from 3 to 7
+    log, port = tmp_path / "sglang.log", free_port()
+    env = {**os.environ, **FAST_ENV, "SPECSERVE_STANDIN_TIME_SCALE": "0.01",
+           "SPECSERVE_STANDIN_BEHAVIOUR_FILE": str(behaviour)}  # fmt: skip
+    argv = [
+        sys.executable, "-m", "specserve.standin.server", "--model-path", str(tmp_path / "m"),
+        "--host", "127.0.0.1", "--port", str(port), "--speculative-algorithm", "EAGLE3",
+        "--speculative-draft-model-path", str(drafter), "--speculative-adaptive",
+        "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
+        "--speculative-num-draft-tokens", "4", "--enable-metrics", "--decode-log-interval", "5",
+    ]  # fmt: skip
+    with log.open("wb") as out:
+        server = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                if requests.get(url + "/ready", timeout=1).status_code == 200:
+                    break
+            except requests.ConnectionError:
+                time.sleep(0.05)
+        exporter = start_exporter(
+            "--source", "file", "--file", str(log), "--from-beginning", "--poll-interval", "0.05",
+            "--draft-tokens", "4", "--adaptive",
+        )  # fmt: skip
+        body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 300,
+                "ignore_eos": True}  # fmt: skip
+        requests.post(url + "/v1/chat/completions", json=body, timeout=60).raise_for_status()
+        native = re.search(
+            r"^sglang:spec_num_draft_tokens\{[^}]*\} (\S+)$",
+            requests.get(url + "/metrics", timeout=5).text,
+            re.M,
+        )
+        assert native is not None and float(native.group(1)) > 4  # it did adapt
+        m = exporter.wait_for(
+            lambda m: m.value("specserve_speculative_draft_tokens") == float(native.group(1)),
+            "the exporter's count to reach the server's",
+        )
+        assert m.value("specserve_speculative_adaptive_switches_total") >= 1
+    finally:
+        server.send_signal(signal.SIGTERM)
+        try:
+            server.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait(timeout=5)
