@@ -293,6 +293,8 @@ def test_kubernetes_discovery_finds_the_ready_server_pod_with_only_the_roles_ver
         # The router asks clients for the key it was given (from the Secret file).
         assert _chat(url, "no key", key=None).status_code == 401
         text = _metrics(metrics)
+        # The series are on the metrics port only: the monitors must scrape port `metrics`.
+        assert requests.get(url + "/metrics", timeout=5).status_code == 404
         assert re.search(r'^smg_router_requests_total\{[^}]*endpoint="chat"[^}]*\} 1$', text, re.M)
         assert re.search(r"^smg_worker_pool_size\{[^}]*\} 1$", text, re.M), text
         lines = ANSI.sub("", log.read_text(errors="replace"))
