@@ -302,7 +302,10 @@ def _accept_length_row(settings: Settings) -> Row:
         ),
         stat.Panel()
         .title("Draft tokens per step")
-        .description("--speculative-num-draft-tokens from the deployment profile.")
+        .description(
+            "--speculative-num-draft-tokens from the deployment profile; with adaptive "
+            "speculation the server's current count, from its switch log lines."
+        )
         .unit("short")
         .datasource(DATASOURCE)
         .height(8)
