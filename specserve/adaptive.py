@@ -70,6 +70,7 @@ SWITCH_LINE = (
     "draft_tokens {old_draft_tokens} -> {draft_tokens}"
 )
 SWITCH_MARKER = b"Switch adaptive runtime state: "
+INIT_MARKER = b"AdaptiveSpeculativeParams initialized: "
 SWITCH_PATTERN = re.compile(
     rb"Switch adaptive runtime state: steps (\d+) -> (\d+), draft_tokens (\d+) -> (\d+)$",
     re.MULTILINE,

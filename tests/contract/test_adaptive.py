@@ -28,7 +28,10 @@ from specserve.adaptive import (
     DEFAULT_CONFIG,
     DISABLED_WARNING,
     INIT_LINE,
+    INIT_MARKER,
     SWITCH_LINE,
+    SWITCH_MARKER,
+    SWITCH_PATTERN,
     StepPolicy,
     load_config,
 )
@@ -140,6 +143,11 @@ def test_the_log_lines_are_sglangs(version: str) -> None:
     assert got["switch"] == SWITCH_LINE.format(
         old_steps=3, steps=1, old_draft_tokens=4, draft_tokens=2
     )
+    # What the exporter looks for is in SGLang's own lines.
+    assert init.encode().startswith(INIT_MARKER)
+    assert got["switch"].encode().startswith(SWITCH_MARKER)
+    match = SWITCH_PATTERN.search(got["switch"].encode())
+    assert match is not None and match.groups() == (b"3", b"1", b"4", b"2")
 
 
 # --- check and the stand-in against resolution ------------------------------------------------

@@ -73,6 +73,20 @@ def test_adaptive_follows_the_servers_switch_lines(chunks: list[str]) -> None:
     assert m.value("specserve_decode_draft_acceptance_ratio") == pytest.approx(3.6 / 5)
 
 
+@pytest.mark.parametrize("split", [False, True], ids=["one chunk", "two chunks"])
+def test_a_restarted_server_starts_again_at_the_configured_count(split: bool) -> None:
+    start = (
+        "[2026-02-23 17:54:00 TP0] AdaptiveSpeculativeParams initialized: steps=3, "
+        "candidate_steps=[1, 3, 5, 7]\n"
+    )
+    chunks = [LOG, start] if split else [LOG + start]
+    m = _metrics(SpeculationConfig(draft_tokens=4, adaptive=True), chunks)
+    assert m.value("specserve_speculative_draft_tokens") == 4
+    # ... until the new server switches.
+    m = _metrics(SpeculationConfig(draft_tokens=4, adaptive=True), [*chunks, switch(3, 7)])
+    assert m.value("specserve_speculative_draft_tokens") == 8
+
+
 def test_before_the_first_switch_the_configured_start_value_holds() -> None:
     m = _metrics(SpeculationConfig(draft_tokens=4, adaptive=True), [decode_line(accept=3.1)])
     assert m.value("specserve_speculative_draft_tokens") == 4
