@@ -50,6 +50,7 @@ from specserve_exporter.names import (
     DECODE_TOKEN_USAGE,
     LOG_FILE_GAPS,
     LOG_LINES_PARSED,
+    LOG_LINES_READ,
     LOG_LINES_REJECTED,
     PREFIX,
     SOURCE_UP,
@@ -614,8 +615,11 @@ ALERTS += (
         severity="warning",
         for_="10m",
         window="5m",
-        # Relative difference |native - log| / native; a missing log-derived mean counts as 0
-        # (difference 100%): losing the log is the main case this alert exists for.
+        # Relative difference |native - log| / native. A missing log-derived mean counts as 0
+        # (difference 100%) only when the exporter read no line at all in the window: losing the
+        # log is the main case this alert exists for, while a window with lines but no decode
+        # line yet (a server just started, a few short requests: SGLang prints one decode line
+        # per --decode-log-interval passes) has nothing to compare.
         value_expr=(
             "abs(\n"
             f"  [[rule:{NATIVE_ACCEPT_LENGTH}]]\n"
@@ -623,7 +627,11 @@ ALERTS += (
             "  (\n"
             f"    max by ([[match_on]]) ([[rule:{ACCEPT_LENGTH_MEAN}]])\n"
             "    or on ([[match_on]])\n"
-            f"    max by ([[match_on]]) ([[rule:{NATIVE_ACCEPT_LENGTH}]]) * 0\n"
+            "    (\n"
+            f"      max by ([[match_on]]) ([[rule:{NATIVE_ACCEPT_LENGTH}]]) * 0\n"
+            "      unless on ([[match_on]])\n"
+            f"      (sum by ([[match_on]]) (rate({LOG_LINES_READ.total}[[[window]]])) > 0)\n"
+            "    )\n"
             "  )\n"
             ")\n"
             f"/ [[rule:{NATIVE_ACCEPT_LENGTH}]]"
@@ -640,13 +648,15 @@ ALERTS += (
             "On {{ $labels.instance }} the accept length from SGLang's own counters "
             "(generated tokens / verify calls, [[window]]) and the one the exporter reads from "
             "the decode lines differ by {{ $value | humanizePercentage }} (alert above "
-            "[[tolerance]]; 100% means the exporter read no decode line). The exporter lost "
-            "the log, or the log format changed: the log-derived alerts are blind or wrong."
+            "[[tolerance]]; 100% means the exporter read no log line at all while SGLang served). "
+            "The exporter lost the log, or the log format changed: the log-derived alerts are "
+            "blind or wrong."
         ),
         meaning="Native accept length (SGLang's `generation_tokens_total` / "
         "`spec_verify_calls_total`) and the log-derived mean differ by more than the "
-        "tolerance while requests finish: the exporter lost the log (no decode line read: "
-        "100%) or misreads a changed format. Needs --enable-metrics; silent without it.",
+        "tolerance while requests finish: the exporter lost the log (no line read at all: "
+        "100%) or misreads a changed format. A window with lines but no decode line is not "
+        "compared. Needs --enable-metrics; silent without it.",
         query_thresholds=(_MATCH_ON,),
     ),
     Alert(

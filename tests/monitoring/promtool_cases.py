@@ -805,6 +805,7 @@ def _idle(series: dict[str, str], instance: str = "node2:8000") -> dict[str, str
     return {name.replace(SGLANG_NODE1, instance): "700x30" for name in series}
 
 
+READ = "specserve_log_lines_read_total"
 TTFT = "sglang:time_to_first_token_seconds"
 TTFT_BOUNDS = ("0.4", "0.6", "1", "2", "4", "6", "8")
 ITL = "sglang:inter_token_latency_seconds"
@@ -901,8 +902,12 @@ CASES["SpecDecodeGraphDisabled"] += [
 CASES["SpecServeAcceptLengthMismatch"] = [
     Case(
         "the exporter loses the log at 15m while SGLang keeps serving: 100% once the window "
-        "holds no decode line, fires after `for`; the log coming back resolves",
-        {**_native_accept(150, 60, 50), **_log_accept((2.5, 15), (0.0, 20), (2.5, 15))},
+        "holds no line at all, fires after `for`; the log coming back resolves",
+        {
+            **_native_accept(150, 60, 50),
+            **_log_accept((2.5, 15), (0.0, 20), (2.5, 15)),
+            f"{READ}{{{target()}}}": counter((200, 15), (0, 20), (200, 15)),
+        },
         (
             Check("SpecServeAcceptLengthMismatch", "15m"),
             Check("SpecServeAcceptLengthMismatch", "25m"),  # pending since the mean vanished
@@ -926,6 +931,18 @@ CASES["SpecServeAcceptLengthMismatch"] = [
             **_idle(_native_accept(150, 60, 1)),
         },
         (Check("SpecServeAcceptLengthMismatch", "25m"),),
+    ),
+    Case(
+        "lines read (prefill, HTTP) but no decode line yet, as at start or under sparse short "
+        "requests: nothing to compare, silent; the exporter down entirely: 100% fires",
+        {
+            **_native_accept(150, 60, 40),
+            f"{READ}{{{target()}}}": counter((30, 20)),
+        },
+        (
+            Check("SpecServeAcceptLengthMismatch", "18m"),
+            Check("SpecServeAcceptLengthMismatch", "38m", (Firing(S1, "100%"),)),
+        ),
     ),
     Case(
         "no native metrics (--enable-metrics off): only the log, silent",
