@@ -76,6 +76,7 @@ class ProfileFacts:
     draft_tokens: int | None  # --speculative-num-draft-tokens; None when not speculating
     gpu_count: int  # GPUs the deployment takes (gpu.count; 0: the CPU stand-in)
     gpus_needed: int  # what tp/dp occupy (the `gpus_needed` rule); the checks compare the two
+    # (over several nodes with nodes_count x gpu_count)
     gpu_min_memory_gib: float
     gpu_topology: str
     nccl_preset: str
@@ -95,6 +96,8 @@ class ProfileFacts:
     # drafter.adaptive: the server changes steps and draft tokens at run time, so the exporter
     # reads the current draft-token count from its log instead of trusting draft_tokens.
     adaptive: bool = False
+    # nodes.count: ranks of one server, one per node (>1: a multi-node group).
+    nodes_count: int = 1
 
     @property
     def log_dir(self) -> str | None:
@@ -128,6 +131,7 @@ class ProfileFacts:
             "name": self.name,
             "gpu_count": self.gpu_count,
             "gpus_needed": self.gpus_needed,
+            "nodes_count": self.nodes_count,
             "gpu_min_memory_gib": self.gpu_min_memory_gib,
             "gpu_topology": self.gpu_topology,
             "nccl_preset": self.nccl_preset,
@@ -173,6 +177,7 @@ def facts(profile: Profile, document: Mapping[str, Any] | None = None) -> Profil
         adaptive=spec is not None and spec.adaptive,
         gpu_count=profile.gpu.count,
         gpus_needed=gpus_needed(par.tp, par.dp, par.enable_dp_attention),
+        nodes_count=profile.nodes.count,
         gpu_min_memory_gib=float(profile.gpu.min_memory_gib),
         gpu_topology=profile.gpu.topology,
         nccl_preset=profile.nccl.preset,
