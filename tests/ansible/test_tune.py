@@ -376,6 +376,75 @@ def test_no_speculation_is_deployed_when_it_is_fastest(deployment: Deployment,
     assert not any(profile.parent.glob(".*specserve-tune*"))
 
 
+def _behaviour_vars(dep: Deployment, tmp_path: Path, acceptance: float) -> dict[str, Any]:
+    behaviour = tmp_path / "behaviour.yaml"
+    behaviour.write_text(f"acceptance: {acceptance:.6f}\n")
+    behaviour.chmod(0o644)
+    tmp_path.chmod(0o755)  # the stand-in's user reads the mounted file
+    inventory_env = yaml.safe_load(dep.inventory.read_text())["specserve"]["vars"].get(
+        "server_env", {})
+    return {"server_env": {**inventory_env, **FAST,
+                           "SPECSERVE_STANDIN_BEHAVIOUR_FILE": "/etc/standin/behaviour.yaml"},
+            "server_volumes": [f"{behaviour}:/etc/standin/behaviour.yaml:ro"]}
+
+
+# Acceptance 0.5 for the profile's chain (steps 3, top-k 1, 4 draft tokens): the stand-in's model
+# has speculation paying at concurrency 1 and not at 8, so the mix decides and there is a crossover.
+MIX_ACCEPTANCE = 0.5
+MIX = {1: 0.8, 8: 0.2}
+
+
+@pytest.mark.timeout(2400)
+def test_a_traffic_mix_ranks_by_its_weights_and_finds_the_crossover(
+        deployment: Deployment, tuning: dict[str, Any], tmp_path: Path) -> None:
+    shape = SpecShape(3, 1, 4)
+    model = {c: (model_throughput(None, c, MIX_ACCEPTANCE),
+                 model_throughput(shape, c, MIX_ACCEPTANCE)) for c in MIX}
+    assert model[1][1] > 1.2 * model[1][0] and model[8][1] < 0.9 * model[8][0]
+    weighted = [sum(w * model[c][i] for c, w in MIX.items()) for i in (0, 1)]
+    assert weighted[1] > 1.05 * weighted[0]  # over this mix speculation still pays
+    profile = tuning["profile"].parent / "mix.yaml"
+    write_profile(profile, deployment.server_port, **{"logging.decode_log_interval": 10})
+    before = profile.read_text()
+    extra = tmp_path / "vars.yml"
+    settings = {**yaml.safe_load(tuning["extra"].read_text()),
+                **_behaviour_vars(deployment, tmp_path, MIX_ACCEPTANCE),
+                "specserve_profile": str(profile), "tune_runs_dir": str(tmp_path / "runs"),
+                "tune_grid": {"num_steps": [3], "eagle_topk": [1], "num_draft_tokens": [4]},
+                "tune_points": [], "tune_apply_best": False}
+    # A mix naming a level that is not benched is refused before anything restarts.
+    extra.write_text(yaml.safe_dump({**settings, "tune_traffic_mix": {1: 0.5, 4: 0.5},
+                                     "tune_bench_concurrency": [1, 8]}))
+    refused = _playbook(deployment, "tune", extra)
+    assert refused.rc != 0
+    assert ("tune_traffic_mix names concurrency 4, which is not benched "
+            "(tune_bench_concurrency is [1, 8]); add 4 to tune_bench_concurrency") in refused.output
+    assert "Point | deploy it" not in refused.output
+
+    extra.write_text(yaml.safe_dump({**settings, "tune_traffic_mix": MIX}))
+    run = _playbook(deployment, "tune", extra, timeout=1500)
+    assert run.rc == 0, run.output[-8000:]
+    run_dir = next((tmp_path / "runs" / "localhost").glob("run-*"))
+    report = json.loads((run_dir / "report.json").read_text())
+    ranked = {r["id"]: r for r in report["ranked"]}
+    assert set(ranked) == {"no-spec", "s3-k1-d4"}
+    for row in ranked.values():  # the figure is the mix's weighted mean of the measured levels
+        levels = row["levels"]
+        assert row["tok_s"] == pytest.approx(
+            sum(w * levels[str(c)]["server_gen_tok_s"] for c, w in MIX.items()), rel=1e-3)
+    assert report["best"]["id"] == "s3-k1-d4"
+    winners = {row["concurrency"]: row["winner"] for row in report["per_concurrency"]}
+    assert winners == {1: "s3-k1-d4", 8: "no-spec"}
+    assert report["crossover"]["concurrency"] == 8
+    markdown = (run_dir / "report.md").read_text()
+    assert "over the traffic mix 1: 0.8, 8: 0.2" in markdown
+    assert "speculation pays up to concurrency 1 and stops paying from 8" in markdown
+    # Not applied: the profile as it was, its server back and verified.
+    assert profile.read_text() == before
+    assert "not applied (tune_apply_best: false)" in run.output
+    _assert_verified_server(deployment, 3, 4)
+
+
 @pytest.mark.parametrize("play", ["baseline", "tune"])
 def test_baseline_and_tune_wait_for_the_deploy_lock(deployment: Deployment, tuning: dict[str, Any],
                                                     play: str) -> None:
