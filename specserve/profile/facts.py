@@ -98,6 +98,9 @@ class ProfileFacts:
     adaptive: bool = False
     # nodes.count: ranks of one server, one per node (>1: a multi-node group).
     nodes_count: int = 1
+    # nodes.rendezvous_host / rendezvous_port: "" where the deploy supplies rank 0's address.
+    rendezvous_host: str = ""
+    rendezvous_port: int = 0
 
     @property
     def log_dir(self) -> str | None:
@@ -132,6 +135,8 @@ class ProfileFacts:
             "gpu_count": self.gpu_count,
             "gpus_needed": self.gpus_needed,
             "nodes_count": self.nodes_count,
+            "rendezvous_host": self.rendezvous_host,
+            "rendezvous_port": self.rendezvous_port,
             "gpu_min_memory_gib": self.gpu_min_memory_gib,
             "gpu_topology": self.gpu_topology,
             "nccl_preset": self.nccl_preset,
@@ -178,6 +183,8 @@ def facts(profile: Profile, document: Mapping[str, Any] | None = None) -> Profil
         gpu_count=profile.gpu.count,
         gpus_needed=gpus_needed(par.tp, par.dp, par.enable_dp_attention),
         nodes_count=profile.nodes.count,
+        rendezvous_host=profile.nodes.rendezvous_host or "",
+        rendezvous_port=profile.nodes.rendezvous_port,
         gpu_min_memory_gib=float(profile.gpu.min_memory_gib),
         gpu_topology=profile.gpu.topology,
         nccl_preset=profile.nccl.preset,
