@@ -98,6 +98,9 @@ def _serving(dep: Deployment, ports: tuple[int, int]) -> list[dict[str, Any]]:
         assert container["State"]["Running"], (rank, container["State"])
         assert container["Args"][:2] == ["--node-rank", str(rank)], container["Args"]
         assert container["Args"][2:] == ["--rendezvous-host", "127.0.0.1"], container["Args"]
+        # Docker's liveness check: /ready on rank 0, the dummy server's /health on rank 1.
+        probe = container["Config"]["Healthcheck"]["Test"][-1]
+        assert probe == f"http://127.0.0.1:{ports[rank]}/{'ready' if rank == 0 else 'health'}"
     assert _generate(ports[0])["meta_info"]["completion_tokens"] >= 1
     assert http_status(f"http://127.0.0.1:{ports[1]}/health_generate") == 200
     # No API on rank 1: the gate and the clients belong to rank 0.
