@@ -210,3 +210,29 @@ def test_ranks_that_do_not_cover_the_group_are_refused(tmp_path: Path) -> None:
         assert _names(dep.prefix) == []
     finally:
         _cleanup(dep.prefix)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_a_first_deploy_failing_on_one_rank_stops_every_rank(tmp_path: Path) -> None:
+    """No last good spec anywhere: no rank is left running, none waiting at a rendezvous."""
+    require_docker()
+    dep = new_deployment(tmp_path, f"ssf{os.getpid()}")
+    try:
+        _rank_profiles(dep, (free_port(), free_port()), free_port())
+        inventory = _inventory(dep, {1: {"SPECSERVE_STANDIN_CRASH_AFTER_SECONDS": "1"}})
+        run = playbook(inventory)
+        assert run.rc != 0, run.output[-5000:]
+        assert "Multi-node deploy FAILED" in run.output
+        assert "rank 1 (rank1," in run.output, run.output[-5000:]
+        for rank in (0, 1):
+            assert f"seen on rank {rank} (rank{rank})" in run.output
+        assert "No last good spec for this rank" in run.output, run.output[-5000:]
+        assert "simulated crash (SPECSERVE_STANDIN_CRASH_AFTER_SECONDS=1" in run.output
+        for rank in (0, 1):
+            assert docker_inspect(f"{dep.prefix}-r{rank}") is None
+            kept = docker_inspect(f"{dep.prefix}-r{rank}-prev-1")
+            assert kept is not None and not kept["State"]["Running"], rank
+            assert kept["HostConfig"]["RestartPolicy"]["Name"] == "no"
+    finally:
+        _cleanup(dep.prefix)
