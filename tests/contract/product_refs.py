@@ -144,20 +144,18 @@ def names_read(paths: list[Path]) -> list[MetricRef]:
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and node.module == "specserve_exporter.names":
-                for alias in node.names:
-                    metric = getattr(names, alias.name, None)
-                    if isinstance(metric, names.Metric):
-                        out.append(MetricRef(f"{_rel(path)}:{node.lineno}", metric.name,
-                                             frozenset(), in_query=False))  # fmt: skip
-            elif (
-                isinstance(node, ast.Attribute)
-                and isinstance(node.value, ast.Name)
-                and node.value.id == "names"
-                and isinstance(getattr(names, node.attr, None), names.Metric)
+                used = [alias.name for alias in node.names]
+            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and (
+                node.value.id == "names"
             ):
-                metric = getattr(names, node.attr)
-                out.append(MetricRef(f"{_rel(path)}:{node.lineno}", metric.name,
-                                     frozenset(), in_query=False))  # fmt: skip
+                used = [node.attr]
+            else:
+                continue
+            for attr in used:
+                metric = getattr(names, attr, None)
+                if isinstance(metric, names.Metric):
+                    out.append(MetricRef(f"{_rel(path)}:{node.lineno}", metric.name,
+                                         frozenset(), in_query=False))  # fmt: skip
     return out
 
 
@@ -470,9 +468,9 @@ def verify_calls() -> list[EndpointCall]:
     }
     out = [EndpointCall(f"specserve/verify/gate.py: health, {who}", HEALTH_PATH, "GET", True,
                         "poll", wait) for who, wait in waits.items()]  # fmt: skip
+    # The gate also joins paths onto its base URL with `+` (url + "/server_info").
     for path in paths:
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        for node in ast.walk(tree):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if (
                 isinstance(node, ast.BinOp)
                 and isinstance(node.op, ast.Add)
@@ -481,9 +479,7 @@ def verify_calls() -> list[EndpointCall]:
             ):
                 out.append(EndpointCall(f"{_rel(path)}:{node.lineno}", str(node.right.value),
                                         "", False, "call", None))  # fmt: skip
-        for line, url_path, role in _url_paths(tree):
-            out.append(EndpointCall(f"{_rel(path)}:{line}", url_path, "", False, role, None))
-    return out
+    return out + python_calls(paths)
 
 
 def bench_calls() -> list[EndpointCall]:
