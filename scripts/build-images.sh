@@ -7,7 +7,9 @@
 #   --local-base --images sglang            sglang FROM specserve-local/sglang, a GPU-less stand-in
 #                                           for lmsysorg/sglang built here first
 #                                           (docker/sglang-local-base: real sglang, CUDA torch, no GPU)
-#   --images a,b       build only these (exporter, standin, sglang)
+#   --images router    SGLang's router from its pinned PyPI wheel (tools.sglang_router), FROM
+#                      the same Python base as the exporter (docker/router)
+#   --images a,b       build only these (exporter, standin, sglang, router)
 #   --wheelhouse-only  stop after the wheelhouse
 #
 # Docker builds run without network: a wheelhouse is made here on the host (pip wheel / pip
@@ -46,7 +48,7 @@ while [[ $# -gt 0 ]]; do
     --images) images=${2:?--images needs a comma-separated list}; shift ;;
     --images=*) images=${1#--images=} ;;
     --wheelhouse-only) wheelhouse_only=1 ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     *) echo "build-images.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -214,21 +216,58 @@ PYEOF
   fi
 fi
 
+# --- SGLang's router from PyPI (--images router) -------------------------------------------------
+# The wheel and exactly its closure as versions.yaml pins them (tools.sglang_router,
+# tools.sglang_router_packages), binary wheels for the base image's Python, in a context of its
+# own (the other images' context stays as it is, and so their cache).
+router_ctx=$ROOT/build/router-context
+if [[ ,$images, == *,router,* ]]; then
+  router_py=$(pin upstream_images.local_base.tag)
+  router_requirements=$("$PY" - "$ROOT/versions.yaml" <<'PYEOF'
+import sys, yaml
+tools = yaml.safe_load(open(sys.argv[1], encoding="utf-8"))["tools"]
+print("\n".join([f"sglang-router=={tools['sglang_router']}", *tools["sglang_router_packages"]]))
+PYEOF
+)
+  router_hash=$(echo "$router_requirements python=$router_py" | sha256sum | cut -d' ' -f1)
+  mkdir -p "$router_ctx/router-wheelhouse"
+  if [[ $(cat "$router_ctx/router-wheelhouse/.stamp" 2>/dev/null) != "$router_hash" ]]; then
+    rm -rf "$router_ctx/router-wheelhouse" && mkdir -p "$router_ctx/router-wheelhouse"
+    echo "$router_requirements" >"$router_ctx/router-wheelhouse/requirements.txt"
+    "$PY" -m pip download --quiet --no-deps --dest "$router_ctx/router-wheelhouse" \
+      --only-binary=:all: --python-version "$router_py" --implementation cp \
+      --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
+      --platform manylinux2014_x86_64 --platform linux_x86_64 \
+      --requirement "$router_ctx/router-wheelhouse/requirements.txt" || {
+      echo "build-images.sh: pip could not download the router's pins (versions.yaml" \
+        "tools.sglang_router / tools.sglang_router_packages); fix the pins or the index" >&2
+      exit 1
+    }
+    echo "$router_hash" >"$router_ctx/router-wheelhouse/.stamp"
+  fi
+  # Copied only on change, so an unchanged context keeps every layer cached.
+  cmp -s "$ROOT/docker/router/entrypoint.sh" "$router_ctx/router-entrypoint.sh" \
+    || cp "$ROOT/docker/router/entrypoint.sh" "$router_ctx/router-entrypoint.sh"
+fi
+
 IFS=, read -r -a wanted <<<"$images"
 for name in "${wanted[@]}"; do
+  context=$CTX
   case $name in
     exporter|standin) base=$python_base ;;
     sglang) base=$sglang_base ;;
-    *) echo "build-images.sh: unknown image '$name' (exporter, standin, sglang)" >&2; exit 2 ;;
+    router) base=$python_base; context=$router_ctx ;;
+    *) echo "build-images.sh: unknown image '$name' (exporter, standin, sglang, router)" >&2; exit 2 ;;
   esac
   ref="$(pin "specserve_images.$name.repository"):$(pin "specserve_images.$name.tag")"
   dockerfile="$ROOT/$(pin "specserve_images.$name.dockerfile")"
   start=$SECONDS
   extra=()
   [[ $name == sglang ]] && extra=(--build-arg "SGLANG_VERSION=$sglang_version")
+  [[ $name == router ]] && extra=(--build-arg "SGLANG_ROUTER_VERSION=$(pin tools.sglang_router)")
   docker build --quiet -f "$dockerfile" \
     --build-arg "BASE_IMAGE=$base" --build-arg "SPECSERVE_VERSION=$version" "${extra[@]}" \
-    -t "$ref" "$CTX" >/dev/null
+    -t "$ref" "$context" >/dev/null
   size=$(docker image inspect --format '{{.Size}}' "$ref")
   echo "built $ref FROM $base in $((SECONDS - start)) s, $((size / 1000000)) MB"
 done

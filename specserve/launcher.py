@@ -22,6 +22,7 @@ from specserve.profile.checks import CheckOptions, run_checks
 from specserve.profile.issues import errors
 from specserve.profile.loader import ProfileError, load_profile
 from specserve.profile.logtee import Tee
+from specserve.profile.nodes import Placement, PlacementError, placement_options
 from specserve.profile.render import (
     API_KEY_FLAG,
     Rendered,
@@ -114,6 +115,7 @@ def _parser() -> argparse.ArgumentParser:
         help="validate, print the command and run the server's own argument parser on it "
         "(SGLang's prepare_server_args); start nothing",
     )
+    placement_options(parser)
     return parser
 
 
@@ -145,7 +147,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_ERRORS
     for issue in issues:
         sys.stderr.write(f"specserve-launch: {issue.render()}\n")
-    rendered = render(profile, version)
+    try:
+        rendered = render(profile, version, Placement(args.node_rank, args.rendezvous_host))
+    except PlacementError as exc:
+        sys.stderr.write(f"specserve-launch: {exc}; nothing was started\n")
+        return EXIT_USAGE
     sys.stderr.write(f"specserve-launch: profile {profile.name}, running:\n")
     sys.stderr.write(f"specserve-launch: flags for SGLang {version} (${VERSION_ENV})\n")
     sys.stderr.write(format_shell(rendered))

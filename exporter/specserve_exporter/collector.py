@@ -125,8 +125,11 @@ class LogCollector(Collector):
 
     def _config(self) -> Iterator[Metric]:
         config = self.state.config
-        if config.draft_tokens is not None:
-            yield _single(names.SPECULATIVE_DRAFT_TOKENS, config.draft_tokens)
+        draft_tokens = self.state.draft_tokens
+        if draft_tokens is not None:
+            yield _single(names.SPECULATIVE_DRAFT_TOKENS, draft_tokens)
+        yield _single(names.SPECULATIVE_ADAPTIVE, 1.0 if config.adaptive else 0.0)
+        yield _single(names.SPECULATIVE_ADAPTIVE_SWITCHES, self.state.adaptive_switches)
         baseline = _family(names.BASELINE_GEN_THROUGHPUT)
         for bucket, value in sorted(config.baseline.items()):
             baseline.add_metric([bucket], value)

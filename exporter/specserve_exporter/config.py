@@ -7,14 +7,19 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from specserve.buckets import BUCKET_LABELS, validate_bucket_label
 from specserve.logpath import LOG_FILE
 
 from .state import SpeculationConfig
+
+if TYPE_CHECKING:
+    from specserve.profile.model import Profile
 
 ENV_PREFIX = "SPECSERVE_EXPORTER_"
 DEFAULT_LISTEN = "127.0.0.1:9433"
@@ -93,6 +98,12 @@ def build_parser() -> argparse.ArgumentParser:
                       help="deployment profile YAML: draft-token count and baseline come from it")
     spec.add_argument("--draft-tokens", type=int, default=_int_env("draft_tokens"),
                       help="--speculative-num-draft-tokens of the server (overrides the profile)")
+    spec.add_argument("--adaptive", action="store_true", default=_env_flag("adaptive"),
+                      help="the server runs --speculative-adaptive (also set by the profile's "
+                           "drafter.adaptive): the draft-token count follows its switch lines")
+    spec.add_argument("--server-image", default=_env("server_image"),
+                      help="the image the server runs: the profile's baseline must have been "
+                           "measured in it (baseline.image), else the exporter refuses to start")
     spec.add_argument("--baseline", default=_env("baseline"),
                       help="non-speculative throughput per concurrency bucket, tok/s: "
                            "'1=90,2=170,4=300' (overrides the profile); buckets: "
@@ -148,27 +159,46 @@ def parse_listen(address: str) -> tuple[str, int]:
     return host.strip("[]"), number
 
 
+def _judge_baseline(args: argparse.Namespace, loaded: Profile) -> None:
+    """Refuse (exit 2) a profile whose baseline was measured under other settings rather than
+    publish it as the alert threshold; an explicit --baseline replaces it, so is not judged."""
+    if args.baseline:
+        return
+    from .baseline import judge
+
+    verdict = judge(loaded, args.server_image)
+    if verdict.refusal:
+        raise ConfigError(f"--profile {args.profile}: {verdict.refusal}")
+    if verdict.warning:
+        sys.stderr.write(f"specserve-exporter: warning: --profile {args.profile}: "
+                         f"{verdict.warning}\n")
+
+
 def _speculation(args: argparse.Namespace) -> SpeculationConfig:
     draft_tokens: int | None = None
     baseline: dict[str, float] = {}
+    adaptive = bool(args.adaptive)
     if args.profile:
         # Imported here: the profile library pulls in jsonschema, which --help does not need.
         from specserve.profile import ProfileError, load_profile
         from specserve.profile.facts import facts
 
         try:
-            profile = facts(load_profile(Path(args.profile)))
+            loaded = load_profile(Path(args.profile))
+            profile = facts(loaded)
         except (ProfileError, OSError) as exc:
             raise ConfigError(f"--profile {args.profile}: {exc}") from exc
+        _judge_baseline(args, loaded)
         draft_tokens = profile.draft_tokens
         baseline = dict(profile.baseline_tok_s)
+        adaptive = adaptive or profile.adaptive
     if args.draft_tokens is not None:
         if args.draft_tokens < 1:
             raise ConfigError("--draft-tokens must be at least 1")
         draft_tokens = args.draft_tokens
     if args.baseline:
         baseline = parse_baseline(args.baseline)
-    return SpeculationConfig(draft_tokens=draft_tokens, baseline=baseline)
+    return SpeculationConfig(draft_tokens=draft_tokens, baseline=baseline, adaptive=adaptive)
 
 
 def load_config(argv: Sequence[str] | None = None) -> ExporterConfig:

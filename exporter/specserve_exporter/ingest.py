@@ -15,6 +15,8 @@ from __future__ import annotations
 import re
 import time
 
+from specserve.adaptive import INIT_MARKER, SWITCH_MARKER, SWITCH_PATTERN
+
 from .fields import Feed, Kind, every_line
 from .parser import MAX_LINE_BYTES, Ranks, Rejected, StatsLine, parse_line
 from .shape import MARKERS, HistogramSpec, Shape
@@ -51,6 +53,8 @@ class Ingestor:
                 for gap in _LOG_GAP.finditer(chunk):
                     self.state.log_file_gaps += 1
                     self.state.log_file_gap_bytes += int(gap.group(1))
+            if SWITCH_MARKER in chunk or INIT_MARKER in chunk:
+                self._adaptive(chunk)
             while chunk:
                 n_lines = chunk.count(b"\n")
                 if self._fast(chunk, n_lines, now):
@@ -68,6 +72,18 @@ class Ingestor:
                     self.state.lines_read += chunk.count(b"\n")
                     self._slow(chunk, now)
                     return
+
+    def _adaptive(self, chunk: bytes) -> None:
+        """--speculative-adaptive changed steps and draft tokens (a switch line), or a server
+        started afresh at its configured steps (its start line): the later of the two wins."""
+        switches = list(SWITCH_PATTERN.finditer(chunk))
+        self.state.adaptive_switches += len(switches)
+        started = chunk.rfind(INIT_MARKER)
+        if switches and switches[-1].start() > started:
+            last = switches[-1]
+            self.state.adaptive_shape = (int(last.group(2)), int(last.group(4)))
+        elif started >= 0:
+            self.state.adaptive_shape = None
 
     # --- the reference path ----------------------------------------------------------------
 

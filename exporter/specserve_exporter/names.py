@@ -143,7 +143,16 @@ PREFILL_LAST_INPUT_THROUGHPUT = _metric(
 
 # --- configuration and source ------------------------------------------------------------------
 SPECULATIVE_DRAFT_TOKENS = _metric(
-    "speculative_draft_tokens", _G, (), "Configured --speculative-num-draft-tokens.")
+    "speculative_draft_tokens", _G, (),
+    "Draft tokens per verify pass: the configured --speculative-num-draft-tokens, or with "
+    "--speculative-adaptive the server's current value from its last `Switch adaptive runtime "
+    "state` log line (the configured start value until then).")
+SPECULATIVE_ADAPTIVE = _metric(
+    "speculative_adaptive", _G, (),
+    "1 when the server runs --speculative-adaptive (steps and draft tokens change at run time).")
+SPECULATIVE_ADAPTIVE_SWITCHES = _metric(
+    "speculative_adaptive_switches", _C, (),
+    "`Switch adaptive runtime state` lines read: the server changed its steps and draft tokens.")
 BASELINE_GEN_THROUGHPUT = _metric(
     "baseline_gen_throughput_tokens_per_second", _G, (CONCURRENCY,),
     "Measured non-speculative throughput per concurrency bucket: the alert threshold.")
@@ -161,6 +170,7 @@ ALL: tuple[Metric, ...] = (
     DECODE_TOKEN_USAGE, DECODE_GRAPH_ENABLED, DECODE_PRINTED_ACCEPT_RATE,
     DECODE_DRAFT_ACCEPTANCE, DECODE_LAST_LINE_TIMESTAMP,
     PREFILL_NEW_TOKENS, PREFILL_CACHED_TOKENS, PREFILL_LAST_INPUT_THROUGHPUT,
-    SPECULATIVE_DRAFT_TOKENS, BASELINE_GEN_THROUGHPUT, SOURCE_UP, SOURCE_REOPENS,
+    SPECULATIVE_DRAFT_TOKENS, SPECULATIVE_ADAPTIVE, SPECULATIVE_ADAPTIVE_SWITCHES,
+    BASELINE_GEN_THROUGHPUT, SOURCE_UP, SOURCE_REOPENS,
 )
 BY_NAME: dict[str, Metric] = {m.name: m for m in ALL}

@@ -45,6 +45,8 @@ class SpeculationConfig:
 
     draft_tokens: int | None = None
     baseline: dict[str, float] = field(default_factory=dict)  # concurrency bucket -> tok/s
+    # --speculative-adaptive: the server's switch lines, not draft_tokens, say the current count.
+    adaptive: bool = False
 
 
 class LogState:
@@ -58,6 +60,9 @@ class LogState:
         self.unknown_fields = 0
         self.log_file_gaps = 0  # specserve-launch's gap markers (ingest.LOG_GAP_MARKER)
         self.log_file_gap_bytes = 0
+        # The last `Switch adaptive runtime state` line: (steps, draft tokens), and how many.
+        self.adaptive_shape: tuple[int, int] | None = None
+        self.adaptive_switches = 0
         self.series: dict[Kind, dict[Ranks, Series]] = {kind: {} for kind in Kind}
         self._key_labels: dict[int, str] = {}
 
@@ -98,13 +103,21 @@ class LogState:
             label = self._key_labels[key] = concurrency_bucket(key)
         return label
 
+    @property
+    def draft_tokens(self) -> int | None:
+        """Draft tokens per verify pass now: under adaptive speculation the server's last switch,
+        else (and before the first switch) the configured count."""
+        if self.config.adaptive and self.adaptive_shape is not None:
+            return self.adaptive_shape[1]
+        return self.config.draft_tokens
+
     def draft_acceptance(self, accept_length: float) -> float | None:
         """The exporter's own draft-acceptance rate: (accept_len - 1) / (draft_tokens - 1).
 
         Same definition for every SGLang version (upstream's printed `accept rate` changed meaning
         in PR #23530). The bonus token is not a draft token, hence the -1 on both sides.
         """
-        draft_tokens = self.config.draft_tokens
+        draft_tokens = self.draft_tokens
         if draft_tokens is None or draft_tokens < 2:
             return None
         return max(0.0, (accept_length - 1.0) / (draft_tokens - 1))

@@ -5,7 +5,8 @@
 #    (/bin/prometheus, /bin/promtool, /bin/alertmanager, /bin/amtool; user nobody), FROM the
 #    local base image. Tags carry Debian's upstream version; the inventory names them
 #    (monitoring_prometheus_image / monitoring_alertmanager_image).
-#  - the stand-in and exporter images (scripts/build-images.sh --local-base).
+#  - the stand-in, exporter and router images (scripts/build-images.sh --local-base; the router
+#    from its pinned PyPI wheel, for the fleet: docs/router.md).
 # Idempotent: an image that exists is not rebuilt.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -51,4 +52,4 @@ build alertmanager "$(version_of prometheus-alertmanager)" /bin/alertmanager \
   "$(command -v prometheus-alertmanager):/bin/alertmanager" "$(command -v amtool):/bin/amtool" \
   /usr/share/prometheus/alertmanager/default.tmpl:/usr/share/prometheus/alertmanager/default.tmpl \
   /usr/share/prometheus/alertmanager/email.tmpl:/usr/share/prometheus/alertmanager/email.tmpl
-bash scripts/build-images.sh --local-base --images exporter,standin
+bash scripts/build-images.sh --local-base --images exporter,standin,router

@@ -4,6 +4,13 @@ The exporter's alert compares the server's decode-log `gen throughput` per concu
 this mapping, so the preferred number is that same quantity as the exporter saw it during the
 level (`exporter.gen_throughput_tok_s[bucket]`); the client-side aggregate tok/s is the fallback
 when the run had no exporter. The block's `source` says which one each bucket used.
+
+Given the profile the baseline server ran (and the image), the block also records what it was
+measured with (specserve/profile/likeness.py), so `check` and the exporter can refuse to judge a
+speculative profile against a baseline measured under other settings. The server's own
+`/server_info` (in the result) is the second witness: its SGLang version is what gets recorded,
+and where it reports the tensor parallelism or the running-request cap it resolved, those must be
+the profile's, or the run measured something else than the profile says.
 """
 
 from __future__ import annotations
@@ -12,6 +19,11 @@ from typing import Any
 
 from specserve.bench.settings import METRICS
 from specserve.buckets import BUCKET_LABELS, concurrency_bucket, validate_bucket_label
+from specserve.profile.likeness import SETTINGS, profile_settings
+from specserve.profile.model import Profile
+
+# Recorded setting -> the resolved ServerArgs field /server_info reports it as.
+_SERVER_INFO: dict[str, str] = {"tp": "tp_size", "max_running_requests": "max_running_requests"}
 
 
 class BaselineError(ValueError):
@@ -65,10 +77,34 @@ def baseline_mapping(
     return ordered, sources
 
 
-def baseline_block(
-    result: dict[str, Any], metric: str = "auto", allow_speculative: bool = False
+def measured_with(
+    result: dict[str, Any], profile: Profile, image: str | None = None
 ) -> dict[str, Any]:
-    """The profile's `baseline:` block, `source` naming the run and the quantity used."""
+    """The settings the baseline server of `result` ran under: `profile`'s (the profile it was
+    started from), the SGLang version the server reported, `image` when given."""
+    settings = profile_settings(profile, image)
+    info = result["server"].get("info") or {}
+    for key, reported in _SERVER_INFO.items():
+        if reported in info and info[reported] != settings[key]:
+            raise BaselineError(
+                f"the server reported {reported}={info[reported]!r} but the profile "
+                f"{profile.source_path or profile.name} gives {key} {settings[key]!r}: this run "
+                f"was not measured with that profile; benchmark the server started from it"
+            )
+    if info.get("version"):
+        settings["sglang_version"] = str(info["version"])
+    return {key: settings[key] for key in SETTINGS if key in settings}
+
+
+def baseline_block(
+    result: dict[str, Any],
+    metric: str = "auto",
+    allow_speculative: bool = False,
+    profile: Profile | None = None,
+    image: str | None = None,
+) -> dict[str, Any]:
+    """The profile's `baseline:` block, `source` naming the run and the quantity used, and with
+    `profile` what it was measured with."""
     values, sources = baseline_mapping(result, metric, allow_speculative)
     used = sorted(set(sources.values()))
     what = {
@@ -81,4 +117,7 @@ def baseline_block(
         f"({result['server']['model']}, {settings['max_tokens']} output tokens, kinds "
         f"{','.join(settings['kinds'])}): {'; '.join(what[u] for u in used)}"
     )
-    return {"gen_throughput_tok_s": values, "source": source}
+    block: dict[str, Any] = {"gen_throughput_tok_s": values, "source": source}
+    if profile is not None:
+        block.update(measured_with(result, profile, image))
+    return block

@@ -153,6 +153,17 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="accept a result measured with speculative decoding",
     )
+    from_result.add_argument(
+        "--profile",
+        type=Path,
+        default=None,
+        help="the profile the baseline server was started from: the block then records what "
+        "it was measured with (target, parallelism, running-request cap, graphs, NCCL preset, "
+        "the server's SGLang version), which `specserve check` and the exporter compare",
+    )
+    from_result.add_argument(
+        "--image", default=None, help="the server image the baseline ran in (recorded too)"
+    )
     from_result.set_defaults(handler=_baseline_from)
     report = sub.add_parser(
         "report",

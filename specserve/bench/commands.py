@@ -27,6 +27,7 @@ from specserve.bench.results import (
 from specserve.bench.runner import Progress, RunSettings, run_all, warm_up
 from specserve.bench.server import ServerError, probe, redact_result
 from specserve.bench.settings import API_KEY_ENV
+from specserve.profile.loader import ProfileError, load_profile
 
 EXIT_OK, EXIT_LEVEL_FAILED, EXIT_USAGE = 0, 1, 2
 OUTPUTS = ("results.json", "results.md", "plot.png")
@@ -205,9 +206,12 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_baseline_from(args: argparse.Namespace) -> int:
     try:
         result = load_result(args.result)
-        block = baseline_block(result, args.metric, args.allow_speculative)
+        profile = load_profile(args.profile) if args.profile else None
+        block = baseline_block(result, args.metric, args.allow_speculative, profile, args.image)
     except (ResultError, BaselineError) as exc:
         return _fail(str(exc))
+    except ProfileError as exc:
+        return _fail(f"--profile {args.profile}: {exc}")
     scale = (result["server"]["info"].get("standin_knobs") or {}).get("time_scale")
     if result["server"]["standin"] and scale not in (None, 1, 1.0) and "client" in block["source"]:
         sys.stderr.write(

@@ -15,6 +15,8 @@ COLUMNS = (
     "TTFT p99 ms",
     "ITL p50 ms",
     "ITL p99 ms",
+    "server TTFT p99 ms",
+    "server ITL p99 ms",
     "accept len",
     "server gen tok/s",
     "speedup",
@@ -45,6 +47,7 @@ def _server_gen(level: dict[str, Any]) -> float | None:
 
 def _row(level: dict[str, Any], with_baseline: bool) -> list[str]:
     exporter = level.get("exporter") or {}
+    server = level.get("server_latency") or {}
     if level["ok"] == 0:
         first = level["errors"][0]["message"] if level["errors"] else "unknown error"
         agg = f"all failed: {first[:80]}"
@@ -60,6 +63,8 @@ def _row(level: dict[str, Any], with_baseline: bool) -> list[str]:
         _fmt(level["ttft_s"]["p99"], scale=1000),
         _fmt(level["itl_s"]["p50"], 2, 1000),
         _fmt(level["itl_s"]["p99"], 2, 1000),
+        _fmt(server.get("ttft_p99_s"), scale=1000),
+        _fmt(server.get("itl_p99_s"), 2, 1000),
         _fmt(exporter.get("accept_length"), 2),
         _fmt(_server_gen(level)),
     ]
@@ -100,7 +105,9 @@ def markdown(result: dict[str, Any]) -> str:
         "",
         "agg tok/s: output tokens of all requests / wall time of the level. req tok/s: one "
         "request's tokens after the first / time after the first. ITL: gap between streamed "
-        "chunks (one chunk per verify pass when speculating). accept len and server gen tok/s: "
+        "chunks (one chunk per verify pass when speculating). server TTFT / ITL p99: from "
+        "SGLang's own histograms (--enable-metrics; ITL per token, as the SLO alerts read it), "
+        "'-' without them. accept len and server gen tok/s: "
         "what the exporter saw in the server's decode log during the level (gen tok/s of the "
         "level's concurrency bucket).",
         "",

@@ -15,6 +15,7 @@ import httpx
 
 from specserve.bench.client import RequestRecord, chat_body, stream_chat
 from specserve.bench.exporter import ExporterError, ExporterScraper, Snapshot, window_means
+from specserve.bench.native import NativeScraper, level_latency
 from specserve.bench.promptset import Prompt
 from specserve.bench.stats import summarize_level
 
@@ -182,9 +183,24 @@ def run_all(
     scraper: ExporterScraper | None,
     progress: Progress,
 ) -> list[dict[str, Any]]:
-    """Every level's summary, with what the exporter saw during it."""
+    """Every level's summary, with what the exporter and SGLang's own histograms saw during it."""
+    native = NativeScraper(settings.base_url)
+    try:
+        return _run_levels(settings, prompts, scraper, native, progress)
+    finally:
+        native.close()
+
+
+def _run_levels(
+    settings: RunSettings,
+    prompts: Sequence[Prompt],
+    scraper: ExporterScraper | None,
+    native: NativeScraper,
+    progress: Progress,
+) -> list[dict[str, Any]]:
     levels: list[dict[str, Any]] = []
     before: Snapshot | None = None
+    native_before = native.scrape()
     for i, concurrency in enumerate(settings.concurrency, 1):
         header = f"level {i}/{len(settings.concurrency)} (concurrency {concurrency})"
         problem: str | None = None
@@ -192,6 +208,13 @@ def run_all(
             before, problem = _settled(scraper)
         records, wall = run_level(settings, concurrency, prompts, progress, header)
         summary = summarize_level(concurrency, records, wall, settings.max_tokens)
+        native_after = native.scrape()
+        summary["server_latency"] = (
+            None
+            if native_before is None or native_after is None
+            else level_latency(native_before, native_after)
+        )
+        native_before = native_after
         if scraper is not None and before is not None:
             after, problem = _settled(scraper)
             if after is not None:

@@ -41,6 +41,14 @@ from specserve.monitoring.metrics import (
     DCGM_GPU_TEMP,
     DCGM_GPU_UTIL,
     DCGM_POWER_USAGE,
+    ROUTER_REQUEST_DURATION,
+    ROUTER_REQUESTS,
+    ROUTER_UPSTREAM_RESPONSES,
+    ROUTER_WORKER_ACTIVE_REQUESTS,
+    ROUTER_WORKER_CIRCUIT,
+    ROUTER_WORKER_HEALTH,
+    ROUTER_WORKER_POOL_SIZE,
+    ROUTER_WORKER_RETRIES,
     SGLANG_E2E_REQUEST_LATENCY,
     SGLANG_GEN_THROUGHPUT,
     SGLANG_INTER_TOKEN_LATENCY,
@@ -53,7 +61,13 @@ from specserve.monitoring.metrics import (
 from specserve.monitoring.rules import (
     ACCEPT_LENGTH_MEAN,
     ALERTS,
+    FLEET_SLOWEST_THROUGHPUT,
+    FLEET_THROUGHPUT,
+    NATIVE_ACCEPT_LENGTH,
     REJECTED_RATIO,
+    REPLICA_THROUGHPUT,
+    REPLICA_THROUGHPUT_SHARE,
+    ROUTER_JOB,
     SPEEDUP_RATIO,
     THROUGHPUT_MEAN,
 )
@@ -196,10 +210,17 @@ def _accept_length_means(settings: Settings) -> list[Query]:
     users: dict[str, list[str]] = {}
     for alert in ("SpecDecodeDraftsRejected", "SpecDecodeAcceptLengthLow"):
         users.setdefault(_window(settings, alert), []).append(alert)
+    # Beside each log-derived mean, SGLang's own (generated tokens / verify calls): what the
+    # alerts read where it exists, and what SpecServeAcceptLengthMismatch compares.
     return [
-        Query(inline_rule(ACCEPT_LENGTH_MEAN, window),
-              f"{{{{instance}}}} {window} mean ({', '.join(alerts)})")
+        query
         for window, alerts in users.items()
+        for query in (
+            Query(inline_rule(ACCEPT_LENGTH_MEAN, window),
+                  f"{{{{instance}}}} {window} mean ({', '.join(alerts)})"),
+            Query(inline_rule(NATIVE_ACCEPT_LENGTH, window),
+                  f"{{{{instance}}}} {window} sglang tokens / verify calls"),
+        )
     ]  # fmt: skip
 
 
@@ -218,6 +239,7 @@ def _accept_length_row(settings: Settings) -> Row:
                 ),
                 Query(f"max by (instance) ({SGLANG_SPEC_ACCEPT_LENGTH})",
                       "{{instance}} sglang native"),
+
             ],
             "Accepted tokens per verify pass, bonus token included (1.00 = every draft "
             f"rejected), as a mean over each accept-length alert's window. Lines mark the "
@@ -280,7 +302,10 @@ def _accept_length_row(settings: Settings) -> Row:
         ),
         stat.Panel()
         .title("Draft tokens per step")
-        .description("--speculative-num-draft-tokens from the deployment profile.")
+        .description(
+            "--speculative-num-draft-tokens from the deployment profile; with adaptive "
+            "speculation the server's current count, from its switch log lines."
+        )
         .unit("short")
         .datasource(DATASOURCE)
         .height(8)
@@ -491,6 +516,154 @@ def _gpu_row(settings: Settings) -> Row:
     ]
 
 
+# --- fleet and router (issue 19) ------------------------------------------------------------
+ROUTER_JOB_VARIABLE = "router_job"
+_ROUTER_JOB = f'job=~"${ROUTER_JOB_VARIABLE}"'
+# The router's worker state as SpecServeWorkerOutOfRotation reads it: health x circuit closed.
+_WORKER_STATE = [
+    ValueMap(
+        options={
+            "1": ValueMappingResult(text="in rotation", color="green", index=0),
+            "0": ValueMappingResult(text="out: unhealthy or circuit open", color="red", index=1),
+            "-1": ValueMappingResult(text="removed", color="orange", index=2),
+        }
+    )
+]
+
+
+def _fleet_row(settings: Settings) -> Row:
+    window = _window(settings, "SpecServeFleetReplicaSlow")
+    share = _number(settings, "SpecServeFleetReplicaSlow", "min_share")
+    replica = inline_rule(REPLICA_THROUGHPUT, window)
+    return "Fleet: replicas behind the router", [
+        _series(
+            "Decode throughput per replica",
+            TOKENS_PER_SECOND,
+            [Query(replica, f"{{{{instance}}}} {{{{pod}}}} ({window} mean)")],
+            "Each replica's mean decode tokens/s over the window, all concurrency buckets "
+            "together, DP ranks summed. A replica is an instance (a pod on Kubernetes).",
+        ),
+        _series(
+            "Fleet throughput and the slowest replica",
+            TOKENS_PER_SECOND,
+            [
+                Query(inline_rule(FLEET_THROUGHPUT, window),
+                      f"{{{{job}}}} fleet total ({window} mean)"),
+                Query(inline_rule(FLEET_SLOWEST_THROUGHPUT, window),
+                      f"{{{{job}}}} slowest replica ({window} mean)"),
+            ],
+            "The fleet's decode tokens/s (every decoding replica summed) and its slowest "
+            "replica's. The fleet is every label but instance and pod.",
+        ),
+        _series(
+            "Replica throughput over the fleet mean",
+            "percentunit",
+            [Query(inline_rule(REPLICA_THROUGHPUT_SHARE, window),
+                   f"{{{{instance}}}} {{{{pod}}}} ({window})")],
+            "Each replica's throughput as a share of the mean of the fleet's decoding "
+            f"replicas; below {share:g} (the SpecServeFleetReplicaSlow line) for long, that "
+            "replica is slow.",
+            width=16,
+            thresholds=_thresholds((None, "red"), (share, "green")),
+        ),
+        stat.Panel()
+        .title("Replicas decoding")
+        .description("Replicas of each fleet that logged decode lines in the window.")
+        .unit("short")
+        .datasource(DATASOURCE)
+        .height(8)
+        .span(8)
+        .with_target(
+            _target(Query(f"count without (instance, pod) ({replica})", "{{job}}",
+                          instant=True), "A")
+        ),
+    ]
+
+
+def _router_row(settings: Settings) -> Row:
+    def rate(metric: str) -> str:
+        return f"rate({metric}[$__rate_interval])"
+
+    return "Router (SGLang's sglang-router)", [
+        _state(
+            "Router scrape target",
+            [Query(f"{UP}{{{_ROUTER_JOB}}}", "{{instance}}")],
+            f"Prometheus' up metric for the router job (dashboard variable "
+            f"${ROUTER_JOB_VARIABLE}); SpecServeRouterDown fires when it stays 0.",
+            width=6,
+        ),
+        statetimeline.Panel()
+        .title("Workers in rotation")
+        .description("Each worker as the router sees it: in rotation, out (failing health "
+                     "checks or circuit breaker open) or removed. SpecServeWorkerOutOfRotation "
+                     "fires when a worker stays out longer than its `for`.")
+        .unit("short")
+        .datasource(DATASOURCE)
+        .mappings(_WORKER_STATE)  # type: ignore[arg-type]
+        .height(6)
+        .span(18)
+        .with_target(_target(Query(
+            f"{ROUTER_WORKER_HEALTH}{{{_ROUTER_JOB}}}\n"
+            f"* ({ROUTER_WORKER_CIRCUIT}{{{_ROUTER_JOB}}} != bool 1)",
+            "{{worker}}"), "A")),
+        _series(
+            "Router responses by status",
+            "reqps",
+            [Query(f"sum by (instance, status_code) ({rate(ROUTER_UPSTREAM_RESPONSES)})",
+                   "{{instance}} {{status_code}}")],
+            "Responses the router returned per second, by HTTP status (a 503 with "
+            "no_available_workers: every worker out of rotation).",
+            width=8,
+        ),
+        _series(
+            "Router requests and retries",
+            "reqps",
+            [
+                Query(f"sum by (instance, endpoint) ({rate(ROUTER_REQUESTS)})",
+                      "{{instance}} {{endpoint}} requests"),
+                # `or ... * 0`: the retry counter only exists after a first retry.
+                Query(f"sum by (instance) ({rate(ROUTER_WORKER_RETRIES)})\nor\n"
+                      f"sum by (instance) ({rate(ROUTER_REQUESTS)}) * 0",
+                      "{{instance}} retries"),
+            ],
+            "Requests routed per second and retries on another worker (a worker failed a "
+            "request the router then sent elsewhere).",
+            width=8,
+        ),
+        _series(
+            "Router request latency",
+            "s",
+            [
+                Query(f"histogram_quantile({q}, sum by (instance, le) "
+                      f"({rate(ROUTER_REQUEST_DURATION + '_bucket')}))",
+                      f"{{{{instance}}}} p{q[2:].ljust(2, '0')}")
+                for q in ("0.5", "0.99")
+            ],
+            "p50/p99 of the router's request duration (routing plus the worker's answer).",
+            width=8,
+        ),
+        _series(
+            "In-flight requests per worker",
+            "short",
+            [Query(f"max by (instance, worker) ({ROUTER_WORKER_ACTIVE_REQUESTS}"
+                   f"{{{_ROUTER_JOB}}})", "{{worker}}")],
+            "Requests the router has in flight on each worker: an even spread means the "
+            "replicas share the load; a drained worker goes to 0 before its restart.",
+            width=16,
+        ),
+        stat.Panel()
+        .title("Workers in the router's pool")
+        .description("Workers the router knows (removed ones leave the pool).")
+        .unit("short")
+        .datasource(DATASOURCE)
+        .height(8)
+        .span(8)
+        .with_target(_target(Query(
+            f"sum by (instance) ({ROUTER_WORKER_POOL_SIZE}{{{_ROUTER_JOB}}})",
+            "{{instance}}", instant=True), "A")),
+    ]
+
+
 def build_dashboard(settings: Settings | None = None) -> dict[str, Any]:
     """The dashboard for `settings` (overrides resolved); the defaults when None."""
     if settings is None:
@@ -511,9 +684,14 @@ def build_dashboard(settings: Settings | None = None) -> dict[str, Any]:
             .label("Exporter job")
             .default_value("specserve-exporter")
         )
+        .with_variable(
+            dashboard.TextBoxVariable(ROUTER_JOB_VARIABLE)
+            .label("Router job")
+            .default_value(ROUTER_JOB)
+        )
     )
     for row in (_accept_length_row, _throughput_row, _server_row, _exporter_row,
-                _native_row, _gpu_row):
+                _native_row, _gpu_row, _fleet_row, _router_row):
         title, panels = row(settings)
         builder = builder.with_row(dashboard.Row(title))
         for panel in panels:

@@ -1,11 +1,14 @@
 """Names of the metrics the monitoring reads that other exporters serve: SGLang's own
-(`--enable-metrics`), Prometheus' `up` and NVIDIA's dcgm-exporter.
+(`--enable-metrics`), Prometheus' `up`, NVIDIA's dcgm-exporter and SGLang's router.
 
 The specserve exporter's metrics are not here: their one table is `specserve_exporter.names`,
 which the exporter's collector builds its families from.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
 
 # Prometheus' scrape health of a target.
 UP = "up"
@@ -18,9 +21,56 @@ SGLANG_SPEC_ACCEPT_LENGTH = "sglang:spec_accept_length"
 SGLANG_TIME_TO_FIRST_TOKEN = "sglang:time_to_first_token_seconds"
 SGLANG_INTER_TOKEN_LATENCY = "sglang:inter_token_latency_seconds"
 SGLANG_E2E_REQUEST_LATENCY = "sglang:e2e_request_latency_seconds"
+# The counters native accept length and graph state are computed from (metrics_collector.py):
+# generated tokens (per finished request, label is_streaming), verify calls (per finished
+# request, only when it had any) and forward passes per `mode` (decode_cuda_graph,
+# decode_none, prefill_cuda_graph, prefill_none; one per pass on every TP rank).
+SGLANG_GENERATION_TOKENS = "sglang:generation_tokens_total"
+SGLANG_SPEC_VERIFY_CALLS = "sglang:spec_verify_calls_total"
+SGLANG_CUDA_GRAPH_PASSES = "sglang:cuda_graph_passes_total"
 
 # dcgm-exporter's default counters.
 DCGM_GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
 DCGM_FB_USED = "DCGM_FI_DEV_FB_USED"
 DCGM_POWER_USAGE = "DCGM_FI_DEV_POWER_USAGE"
 DCGM_GPU_TEMP = "DCGM_FI_DEV_GPU_TEMP"
+
+# SGLang's router (sglang-router / smg, the model gateway), served on --prometheus-port
+# (default 29000) at /metrics. Names, types and labels as the pinned binary exports them
+# (tests/monitoring/test_router_metrics.py scrapes the real binary in front of stand-ins); a
+# worker's series carry `worker`, its URL as given to the router (http://host:port).
+ROUTER_REQUESTS = "smg_router_requests_total"
+ROUTER_UPSTREAM_RESPONSES = "smg_router_upstream_responses_total"
+ROUTER_REQUEST_DURATION = "smg_router_request_duration_seconds"
+ROUTER_WORKER_RETRIES = "smg_worker_retries_total"
+# 1 in rotation, 0 failing its health checks, -1 removed from the router (the rolling deploy
+# takes a node out this way); the series of a removed worker stays at -1.
+ROUTER_WORKER_HEALTH = "smg_worker_health"
+# Circuit breaker: 0 closed, 1 open (no traffic sent), 2 half-open; -1 once removed.
+ROUTER_WORKER_CIRCUIT = "smg_worker_cb_state"
+ROUTER_WORKER_ACTIVE_REQUESTS = "smg_worker_requests_active"
+ROUTER_WORKER_POOL_SIZE = "smg_worker_pool_size"
+
+
+@dataclass(frozen=True)
+class RouterMetric:
+    """One router series family as /metrics declares it: its `# TYPE` and its label names."""
+
+    name: str
+    type: Literal["counter", "gauge", "histogram"]
+    labels: tuple[str, ...]
+
+
+ROUTER_METRICS: tuple[RouterMetric, ...] = (
+    RouterMetric(ROUTER_REQUESTS, "counter", ("router_type", "backend_type", "connection_mode",
+                                             "model", "endpoint", "streaming")),
+    RouterMetric(ROUTER_UPSTREAM_RESPONSES, "counter",
+                 ("router_type", "status_code", "error_code")),
+    RouterMetric(ROUTER_REQUEST_DURATION, "histogram",
+                 ("router_type", "backend_type", "connection_mode", "model", "endpoint")),
+    RouterMetric(ROUTER_WORKER_RETRIES, "counter", ("worker_type", "endpoint")),
+    RouterMetric(ROUTER_WORKER_HEALTH, "gauge", ("worker",)),
+    RouterMetric(ROUTER_WORKER_CIRCUIT, "gauge", ("worker",)),
+    RouterMetric(ROUTER_WORKER_ACTIVE_REQUESTS, "gauge", ("worker",)),
+    RouterMetric(ROUTER_WORKER_POOL_SIZE, "gauge", ("worker_type", "connection_mode", "model")),
+)

@@ -29,7 +29,17 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
-from specserve.monitoring.metrics import SGLANG_RUNNING_REQUESTS, UP
+from specserve.monitoring.metrics import (
+    ROUTER_WORKER_CIRCUIT,
+    ROUTER_WORKER_HEALTH,
+    SGLANG_CUDA_GRAPH_PASSES,
+    SGLANG_GENERATION_TOKENS,
+    SGLANG_INTER_TOKEN_LATENCY,
+    SGLANG_RUNNING_REQUESTS,
+    SGLANG_SPEC_VERIFY_CALLS,
+    SGLANG_TIME_TO_FIRST_TOKEN,
+    UP,
+)
 from specserve_exporter.names import (
     BASELINE_GEN_THROUGHPUT,
     DECODE_ACCEPT_LENGTH,
@@ -40,9 +50,11 @@ from specserve_exporter.names import (
     DECODE_TOKEN_USAGE,
     LOG_FILE_GAPS,
     LOG_LINES_PARSED,
+    LOG_LINES_READ,
     LOG_LINES_REJECTED,
     PREFIX,
     SOURCE_UP,
+    SPECULATIVE_DRAFT_TOKENS,
 )
 
 ThresholdKind = Literal["number", "regex", "labels", "metric"]
@@ -136,6 +148,35 @@ SPEEDUP_RATIO = f"instance_concurrency:{PREFIX}decode_gen_throughput_over_baseli
 DECODE_LINE_RATE = f"instance:{LOG_LINES_PARSED.name}_decode:rate"
 REJECTED_RATIO = f"instance:{LOG_LINES_REJECTED.name}:ratio_rate"
 
+# --- SGLang's native series (--enable-metrics) ------------------------------------------------
+# Names and labels as upstream's observability/metrics_collector.py declares and sets them
+# (tests/contract checks every name and label against 0.5.21 and 0.5.23). Aggregations drop the
+# per-process labels (ranks, priority, is_streaming, mode) and keep the target's own labels and
+# model_name/engine_type, which are one value per server.
+_SGLANG_RANKS = "tp_rank, pp_rank, moe_ep_rank, dp_rank, priority"
+NATIVE_ACCEPT_LENGTH = "instance:sglang_spec_accept_length:ratio_rate"
+NATIVE_GRAPH_RATIO = "instance:sglang_cuda_graph_passes_decode:ratio_rate"
+TTFT_P99 = "instance:sglang_time_to_first_token_seconds:p99_rate"
+ITL_P99 = "instance:sglang_inter_token_latency_seconds:p99_rate"
+
+
+def _native_graph_passes(modes: str) -> str:
+    return (
+        f"sum without ({_SGLANG_RANKS}, mode) "
+        f'(rate({SGLANG_CUDA_GRAPH_PASSES}{{mode=~"{modes}"}}[[[window]]]))'
+    )
+
+
+def _p99(histogram: str, per_request: str) -> str:
+    # `and count > 0`: a window without observations gives no series, not NaN.
+    return (
+        "histogram_quantile(0.99,\n"
+        f"  sum without ({per_request}) (rate({histogram}_bucket[[[window]]]))\n"
+        ")\n"
+        "and\n"
+        f"(sum without ({per_request}) (rate({histogram}_count[[[window]]])) > 0)"
+    )
+
 RECORDING_RULES: tuple[RecordingRule, ...] = (
     RecordingRule(
         family=ACCEPT_LENGTH_MEAN,
@@ -210,7 +251,97 @@ RECORDING_RULES: tuple[RecordingRule, ...] = (
     ),
 )
 
+RECORDING_RULES += (
+    RecordingRule(
+        family=NATIVE_ACCEPT_LENGTH,
+        # Upstream's own per-request definition (tokenizer_manager: spec_accept_length =
+        # completion_tokens / spec_verify_ct) over the requests finished in the window. Both
+        # counters step when a request finishes; a request that never reached a verify pass
+        # (one generated token) adds its token and no verify call.
+        expr=(
+            f"sum without (is_streaming, priority) (rate({SGLANG_GENERATION_TOKENS}[[[window]]]))\n"
+            "/\n"
+            f"(sum without (priority) (rate({SGLANG_SPEC_VERIFY_CALLS}[[[window]]])) > 0)"
+        ),
+        help="Accept length from SGLang's own counters: generated tokens over speculative "
+        "verify calls of the requests finished in the window (bonus token included, as the "
+        "log's `accept len`); absent without --enable-metrics, without speculation, or while "
+        "no request finished.",
+    ),
+    RecordingRule(
+        family=NATIVE_GRAPH_RATIO,
+        # `or ... * 0`: with no graph pass at all the decode_cuda_graph series never exists, and
+        # that is exactly the case the share must show as 0.
+        expr=(
+            "(\n"
+            f"  {_native_graph_passes('decode_cuda_graph')}\n"
+            "  or\n"
+            f"  {_native_graph_passes('decode_none')} * 0\n"
+            ")\n"
+            "/\n"
+            f"({_native_graph_passes('decode_cuda_graph|decode_none')} > 0)"
+        ),
+        help="Share of decode forward passes that ran a CUDA graph (SGLang's "
+        "cuda_graph_passes_total, all TP ranks); 1 = every pass; absent while not decoding.",
+    ),
+    RecordingRule(
+        family=TTFT_P99,
+        expr=_p99(SGLANG_TIME_TO_FIRST_TOKEN, "is_streaming, priority"),
+        help="p99 time to first token (s) of the requests in the window, streaming and not, "
+        "from SGLang's histogram; absent while no first token was produced.",
+    ),
+    RecordingRule(
+        family=ITL_P99,
+        expr=_p99(SGLANG_INTER_TOKEN_LATENCY, "priority"),
+        help="p99 inter-token latency (s) of the tokens in the window (upstream observes each "
+        "output's interval divided by its new tokens), from SGLang's histogram; absent while "
+        "no token was produced after a first.",
+    ),
+)
+
 _WHILE_DECODING = f"and on (job, instance)\n([[rule:{DECODE_LINE_RATE}]] > 0)"
+
+_MATCH_ON = Threshold(
+    "match_on", "", "labels",
+    "Labels shared by the exporter's and SGLang's series (comma-separated, e.g. "
+    "'namespace, pod' for a sidecar); empty when one server reports to Prometheus.",
+)
+
+
+def _native_or_log(native: str, log: str) -> str:
+    """Native when present, log-derived otherwise, never both.
+
+    Where both exist the value is the native one (the worst server of the match_on group) under
+    the log series' labels, so the alert keeps one identity whichever source speaks (no resolve
+    and re-fire when native data pauses for a window) and the Alertmanager inhibitions, equal on
+    the exporter's job and instance, still apply. A log series without native data stays as it
+    is; native series are added only where no log series shares their match_on labels (the log
+    is lost).
+    """
+    log = log.replace("\n", "\n  ")
+    return (
+        "(\n"
+        f"  {log} * 0\n"
+        "  + on ([[match_on]]) group_left ()\n"
+        f"  min by ([[match_on]]) ({native})\n"
+        ")\n"
+        f"or\n{log.replace(chr(10) + '  ', chr(10))}\n"
+        f"or on ([[match_on]])\n{native}"
+    )
+
+
+_ACCEPT_LENGTH_EITHER = _native_or_log(
+    f"[[rule:{NATIVE_ACCEPT_LENGTH}]]", f"[[rule:{ACCEPT_LENGTH_MEAN}]]"
+)
+# Adaptive speculation (--speculative-adaptive) may run 0 steps: one draft token per pass and an
+# accept length of 1.00 by SGLang's choice, not a broken drafter. A window in which the server's
+# draft-token count (the exporter follows its switch lines) fell below 2 says nothing about
+# the drafter, so the accept-length floors skip it.
+_ACCEPT_LENGTH_WHILE_DRAFTING = (
+    "(\n  " + _ACCEPT_LENGTH_EITHER.replace("\n", "\n  ") + "\n)\n"
+    "unless on ([[match_on]])\n"
+    f"(min by ([[match_on]]) (min_over_time({SPECULATIVE_DRAFT_TOKENS.name}[[[window]]])) < 2)"
+)
 
 ALERTS: tuple[Alert, ...] = (
     Alert(
@@ -243,7 +374,7 @@ ALERTS: tuple[Alert, ...] = (
         severity="critical",
         for_="2m",
         window="2m",
-        value_expr=f"[[rule:{ACCEPT_LENGTH_MEAN}]]",
+        value_expr=_ACCEPT_LENGTH_WHILE_DRAFTING,
         comparison="<",
         compare_to=Threshold(
             "max_accept_length", 1.05, "number",
@@ -259,14 +390,17 @@ ALERTS: tuple[Alert, ...] = (
             "the target."
         ),
         meaning="Accept length at or near 1.0 while decoding: every draft is rejected (EAGLE "
-        "instead of EAGLE3, or a broken/mismatched drafter). Speculation only costs time.",
+        "instead of EAGLE3, or a broken/mismatched drafter). Speculation only costs time. "
+        "From SGLang's counters when it exports them, else from the decode lines. Silent for "
+        "a window in which adaptive speculation ran 0 steps (draft tokens 1).",
+        query_thresholds=(_MATCH_ON,),
     ),
     Alert(
         name="SpecDecodeAcceptLengthLow",
         severity="warning",
         for_="15m",
         window="5m",
-        value_expr=f"[[rule:{ACCEPT_LENGTH_MEAN}]]",
+        value_expr=_ACCEPT_LENGTH_WHILE_DRAFTING,
         comparison="<",
         compare_to=Threshold(
             "floor", 1.5, "number",
@@ -281,27 +415,36 @@ ALERTS: tuple[Alert, ...] = (
             "verify pass; the drafter's overhead is likely no longer paid back."
         ),
         meaning="Accept length below a configurable floor (the break-even point of this "
-        "deployment) while decoding.",
+        "deployment) while decoding; from SGLang's counters when it exports them, else from "
+        "the decode lines. Silent for a window in which adaptive speculation ran 0 steps.",
+        query_thresholds=(_MATCH_ON,),
     ),
     Alert(
         name="SpecDecodeGraphDisabled",
         severity="warning",
         for_="5m",
         window="5m",
-        value_expr=(
-            f"min without (dp, tp, pp, graph) ({DECODE_GRAPH_ENABLED.name})\n"
-            f"{_WHILE_DECODING}"
+        value_expr=_native_or_log(
+            f"[[rule:{NATIVE_GRAPH_RATIO}]]",
+            "(\n"
+            f"  min without (dp, tp, pp, graph) ({DECODE_GRAPH_ENABLED.name})\n"
+            f"  {_WHILE_DECODING.replace(chr(10), chr(10) + '  ')}\n"
+            ")",
         ),
         comparison="<",
         compare_to=1.0,
         summary="Decoding runs without CUDA graphs",
         description=(
-            "Decode lines on {{ $labels.instance }} report the graph off (cuda graph: False) "
-            "while the server is decoding. Without CUDA graphs decode ran about 25% slower in "
-            "the seeds (56.7 vs 74.9 tok/s)."
+            "On {{ $labels.instance }} only {{ $value | humanizePercentage }} of the decode "
+            "passes over [[window]] ran a CUDA graph (SGLang's cuda_graph_passes_total; without "
+            "native metrics: the decode lines report cuda graph: False) while the server is "
+            "decoding. Without CUDA graphs decode ran about 25% slower in the seeds (56.7 vs "
+            "74.9 tok/s)."
         ),
-        meaning="A printing rank reports `cuda graph: False` (or cpu/npu/musa graph) while "
-        "decoding.",
+        meaning="Decode passes ran without a CUDA graph while decoding: from SGLang's "
+        "`cuda_graph_passes_total` when it exports it (share of graph passes below 1), else a "
+        "printing rank's decode line says `cuda graph: False` (or cpu/npu/musa graph).",
+        query_thresholds=(_MATCH_ON,),
     ),
     Alert(
         name="SpecServeNoDecodeLines",
@@ -462,6 +605,270 @@ ALERTS: tuple[Alert, ...] = (
         ),
         meaning="KV-cache token usage of the fullest DP rank stays above the threshold while "
         "decoding.",
+    ),
+)
+
+# --- native speculative metrics and latency SLOs (issue 18 items 3 and 5) ---------------------
+ALERTS += (
+    Alert(
+        name="SpecServeAcceptLengthMismatch",
+        severity="warning",
+        for_="10m",
+        window="5m",
+        # Relative difference |native - log| / native. A missing log-derived mean counts as 0
+        # (difference 100%) only when the exporter read no line at all in the window: losing the
+        # log is the main case this alert exists for, while a window with lines but no decode
+        # line yet (a server just started, a few short requests: SGLang prints one decode line
+        # per --decode-log-interval passes) has nothing to compare.
+        value_expr=(
+            "abs(\n"
+            f"  [[rule:{NATIVE_ACCEPT_LENGTH}]]\n"
+            "  - on ([[match_on]]) group_left ()\n"
+            "  (\n"
+            f"    max by ([[match_on]]) ([[rule:{ACCEPT_LENGTH_MEAN}]])\n"
+            "    or on ([[match_on]])\n"
+            "    (\n"
+            f"      max by ([[match_on]]) ([[rule:{NATIVE_ACCEPT_LENGTH}]]) * 0\n"
+            "      unless on ([[match_on]])\n"
+            f"      (sum by ([[match_on]]) (rate({LOG_LINES_READ.total}[[[window]]])) > 0)\n"
+            "    )\n"
+            "  )\n"
+            ")\n"
+            f"/ [[rule:{NATIVE_ACCEPT_LENGTH}]]"
+        ),
+        comparison=">",
+        compare_to=Threshold(
+            "tolerance", 0.15, "number",
+            "Relative difference (0.15 = 15%) between SGLang's native accept length and the "
+            "exporter's log-derived one above which the alert fires.",
+            minimum=0.0, maximum=1.0,
+        ),
+        summary="SGLang's native accept length and the log-derived one disagree",
+        description=(
+            "On {{ $labels.instance }} the accept length from SGLang's own counters "
+            "(generated tokens / verify calls, [[window]]) and the one the exporter reads from "
+            "the decode lines differ by {{ $value | humanizePercentage }} (alert above "
+            "[[tolerance]]; 100% means the exporter read no log line at all while SGLang served). "
+            "The exporter lost the log, or the log format changed: the log-derived alerts are "
+            "blind or wrong."
+        ),
+        meaning="Native accept length (SGLang's `generation_tokens_total` / "
+        "`spec_verify_calls_total`) and the log-derived mean differ by more than the "
+        "tolerance while requests finish: the exporter lost the log (no line read at all: "
+        "100%) or misreads a changed format. A window with lines but no decode line is not "
+        "compared. Needs --enable-metrics; silent without it.",
+        query_thresholds=(_MATCH_ON,),
+    ),
+    Alert(
+        name="SpecServeTimeToFirstTokenHigh",
+        severity="warning",
+        for_="10m",
+        window="5m",
+        value_expr=f"[[rule:{TTFT_P99}]]",
+        comparison=">",
+        compare_to=Threshold(
+            "max_seconds", 4.0, "number",
+            "p99 time to first token (seconds) above which the alert fires; exact at SGLang's "
+            "bucket bounds (..., 1, 2, 4, 6, 8, 10, 20, ...), interpolated between them.",
+            minimum=0.0,
+        ),
+        summary="p99 time to first token is above the SLO",
+        description=(
+            "p99 time to first token on {{ $labels.instance }} over [[window]] is "
+            "{{ $value | humanizeDuration }} (SLO [[max_seconds]] s). Prefill is queueing: "
+            "too many running requests, long prompts, or speculation's extra memory leaving "
+            "less room for the batch."
+        ),
+        meaning="p99 TTFT from SGLang's `time_to_first_token_seconds` histogram (streaming and "
+        "non-streaming together) above the user's SLO while requests arrive. Needs "
+        "--enable-metrics.",
+    ),
+    Alert(
+        name="SpecServeInterTokenLatencyHigh",
+        severity="warning",
+        for_="10m",
+        window="5m",
+        value_expr=f"[[rule:{ITL_P99}]]",
+        comparison=">",
+        compare_to=Threshold(
+            "max_seconds", 0.1, "number",
+            "p99 inter-token latency (seconds) above which the alert fires; exact at SGLang's "
+            "bucket bounds (..., 0.04, 0.06, 0.08, 0.1, 0.2, 0.4, ...), interpolated between "
+            "them.",
+            minimum=0.0,
+        ),
+        summary="p99 inter-token latency is above the SLO",
+        description=(
+            "p99 inter-token latency on {{ $labels.instance }} over [[window]] is "
+            "{{ $value | humanizeDuration }} (SLO [[max_seconds]] s). Decode steps are slow: "
+            "a large batch, a verify pass that costs more than the drafts it accepts, or "
+            "prefill interleaving with decode."
+        ),
+        meaning="p99 ITL from SGLang's `inter_token_latency_seconds` histogram above the "
+        "user's SLO while decoding. Needs --enable-metrics.",
+    ),
+)
+
+# --- fleet and router (issue 19) ------------------------------------------------------------
+# Replicas are told apart by the target's own labels (instance; pod on Kubernetes); a fleet is
+# everything else they share (job, and namespace/service on Kubernetes), so fleet aggregations
+# drop exactly `instance, pod`. The router's series come from its own /metrics
+# (specserve.monitoring.metrics.ROUTER_METRICS), scraped as the router job.
+_REPLICA = "instance, pod"
+REPLICA_THROUGHPUT = f"instance:{DECODE_GEN_THROUGHPUT.name}:mean"
+FLEET_THROUGHPUT = f"fleet:{DECODE_GEN_THROUGHPUT.name}:sum"
+FLEET_SLOWEST_THROUGHPUT = f"fleet:{DECODE_GEN_THROUGHPUT.name}:min"
+REPLICA_THROUGHPUT_SHARE = f"instance:{DECODE_GEN_THROUGHPUT.name}_over_fleet_mean:ratio"
+
+RECORDING_RULES += (
+    RecordingRule(
+        family=REPLICA_THROUGHPUT,
+        # Every concurrency bucket at once: replicas behind one router see about the same mix,
+        # so their whole-window means compare where per-bucket ones may not exist on both.
+        expr=(
+            "sum without (dp) (\n"
+            "  sum without (tp, pp, concurrency) "
+            f"(rate({DECODE_GEN_THROUGHPUT.sum}[[[window]]]))\n"
+            "  /\n"
+            "  (sum without (tp, pp, concurrency) "
+            f"(rate({DECODE_GEN_THROUGHPUT.count}[[[window]]])) > 0)\n"
+            ")"
+        ),
+        help="Mean decode throughput (tokens/s, DP ranks summed) of one replica over the "
+        "rate window, all concurrency buckets together; absent while the replica is idle.",
+    ),
+    RecordingRule(
+        family=FLEET_THROUGHPUT,
+        expr=f"sum without ({_REPLICA}) ([[rule:{REPLICA_THROUGHPUT}]])",
+        help="Decode throughput of the whole fleet (the replicas' means summed) over the rate "
+        "window; replicas that were idle add nothing.",
+    ),
+    RecordingRule(
+        family=FLEET_SLOWEST_THROUGHPUT,
+        expr=f"min without ({_REPLICA}) ([[rule:{REPLICA_THROUGHPUT}]])",
+        help="Decode throughput of the fleet's slowest decoding replica over the rate window.",
+    ),
+    RecordingRule(
+        family=REPLICA_THROUGHPUT_SHARE,
+        expr=(
+            f"[[rule:{REPLICA_THROUGHPUT}]]\n"
+            # `group_left ()`: a bare group_left would read the parenthesis as its label list.
+            f"/ ignoring ({_REPLICA}) group_left ()\n"
+            f"(avg without ({_REPLICA}) ([[rule:{REPLICA_THROUGHPUT}]]) > 0)"
+        ),
+        help="One replica's decode throughput over the mean of the fleet's decoding replicas "
+        "(1 = average; always 1 with one replica decoding).",
+    ),
+)
+
+# The job the Ansible monitoring role scrapes the router as; the chart's ServiceMonitor sets it.
+ROUTER_JOB = "specserve-router"
+_ROUTER_JOB = Threshold(
+    "job", ROUTER_JOB, "regex",
+    "Regular expression for the router's Prometheus job label.",
+)
+
+ALERTS += (
+    Alert(
+        name="SpecServeWorkerOutOfRotation",
+        severity="warning",
+        # The threshold of "too long": longer than a rolling deploy keeps a node out (its
+        # drain, restart, weights load and gate); a removed worker's series stays at -1.
+        for_="30m",
+        value_expr=(
+            f'{ROUTER_WORKER_HEALTH}{{job=~"[[job]]"}}\n'
+            f'* ({ROUTER_WORKER_CIRCUIT}{{job=~"[[job]]"}} != bool 1)'
+        ),
+        comparison="<",
+        compare_to=1.0,
+        summary="A worker has been out of the router's rotation too long",
+        description=(
+            "Worker {{ $labels.worker }} of the router {{ $labels.instance }} gets no traffic "
+            "(router health x circuit closed = {{ $value }}: 0 means failing health checks or "
+            "an open circuit, -1 removed from the router) for longer than this alert's `for`. "
+            "The fleet serves with one replica less."
+        ),
+        meaning="The router reports a worker unhealthy, removed, or behind an open circuit "
+        "breaker for longer than `for` (the out-of-rotation threshold): a rollout that "
+        "stopped with the node out, or a replica that keeps failing its health checks.",
+        query_thresholds=(_ROUTER_JOB,),
+    ),
+    Alert(
+        name="SpecServeRouterDown",
+        severity="critical",
+        for_="5m",
+        # No `or vector(0)`: a deployment without a router has no target and no alert.
+        value_expr=f'{UP}{{job=~"[[job]]"}}',
+        comparison="<",
+        compare_to=1.0,
+        summary="The router is not scraped",
+        description=(
+            "Prometheus target '{{ $labels.instance }}' of the router job [[job]] is down: "
+            "clients of the fleet may get no answer, and the workers' rotation is not watched."
+        ),
+        meaning="The router's metrics target is down (process gone, port closed, or the "
+        "metrics listener unreachable).",
+        query_thresholds=(_ROUTER_JOB,),
+    ),
+    Alert(
+        name="SpecServeFleetReplicaSlow",
+        severity="warning",
+        for_="15m",
+        window="5m",
+        value_expr=f"[[rule:{REPLICA_THROUGHPUT_SHARE}]]",
+        comparison="<",
+        compare_to=Threshold(
+            "min_share", 0.7, "number",
+            "Share of the fleet's mean replica throughput below which a replica is slow.",
+            minimum=0.0, maximum=1.0,
+        ),
+        summary="One replica decodes much slower than the rest of the fleet",
+        description=(
+            "Replica {{ $labels.instance }} decodes at {{ $value | humanizePercentage }} of "
+            "the mean throughput of the fleet's decoding replicas over [[window]] (alert "
+            "below [[min_share]]): behind one router it gets the same traffic, so the "
+            "difference is the replica."
+        ),
+        meaning="A decoding replica's window-mean throughput is below a share of the mean of "
+        "all decoding replicas of its fleet (same job; same namespace/service on Kubernetes). "
+        "Never fires with one replica decoding, nor while idle.",
+    ),
+)
+
+# --- adaptive speculation (issue 18 item 4) -----------------------------------------------------
+ALERTS += (
+    Alert(
+        name="SpecDecodeAcceptAboveDraftTokens",
+        severity="warning",
+        for_="10m",
+        window="5m",
+        # A verify pass accepts at most steps + 1 <= draft tokens, so a mean above the largest
+        # count the exporter held in the window means the count is not the server's.
+        value_expr=(
+            f"[[rule:{ACCEPT_LENGTH_MEAN}]]\n"
+            "/ on (job, instance)\n"
+            f"(max by (job, instance) (max_over_time({SPECULATIVE_DRAFT_TOKENS.name}[[[window]]]))"
+            " > 0)"
+        ),
+        comparison=">",
+        compare_to=Threshold(
+            "max_ratio", 1.02, "number",
+            "Accept length over the draft-token count above which the alert fires (1.0 is "
+            "the most a correct count allows; the margin absorbs the log's two decimals).",
+            minimum=1.0, maximum=10.0,
+        ),
+        summary="Accept length is above the draft-token count the exporter was given",
+        description=(
+            "Mean accept length on {{ $labels.instance }} over [[window]] is "
+            '{{ $value | printf "%.3f" }} times the largest draft-token count the exporter '
+            "held (alert above [[max_ratio]]); no verify pass can accept more than its draft "
+            "tokens. The server runs more draft tokens than the profile says: "
+            "--speculative-adaptive on the server but not drafter.adaptive in the profile, or "
+            "a stale --draft-tokens. The computed draft acceptance is wrong."
+        ),
+        meaning="The log-derived mean accept length exceeds the largest "
+        f"`{SPECULATIVE_DRAFT_TOKENS.name}` of the window: the exporter's draft-token count "
+        "is not the server's (adaptive speculation it was not told about, or a stale value).",
     ),
 )
 

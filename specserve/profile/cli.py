@@ -15,6 +15,7 @@ from specserve.profile.checks import CheckOptions, run_checks
 from specserve.profile.issues import Issue, errors
 from specserve.profile.loader import ProfileError, load_profile
 from specserve.profile.model import Profile
+from specserve.profile.nodes import Placement, PlacementError, placement_options
 from specserve.profile.render import FORMATS, render
 from specserve.profile.report import format_text, write_report
 from specserve.profile.schema import profile_schema
@@ -87,6 +88,8 @@ def cmd_check(args: argparse.Namespace) -> int:
             configs_only=args.configs_only,
             require_models=args.require_models,
             sglang_version=version,
+            compare_baseline=not args.no_baseline_check,
+            image=args.image,
         )
         issues = run_checks(profile, options)
     write_report(sys.stdout, path, issues, args.format)
@@ -108,7 +111,13 @@ def cmd_render(args: argparse.Namespace) -> int:
         # Refuse to print a command that `check` would reject: it would be pasted and run.
         sys.stderr.write(format_text(path, issues))
         return EXIT_ERRORS
-    sys.stdout.write(FORMATS[args.format](render(profile, version)))
+    placement = Placement(args.node_rank, args.rendezvous_host)
+    try:
+        rendered = render(profile, version, placement)
+    except PlacementError as exc:
+        sys.stderr.write(f"specserve render: {exc}\n")
+        return EXIT_USAGE
+    sys.stdout.write(FORMATS[args.format](rendered))
     return EXIT_OK
 
 
@@ -133,7 +142,8 @@ def register(subparsers: Any) -> None:
         "check",
         help="validate a deployment profile before anything starts",
         description="Validate a profile: schema, speculative decoding vs the drafter's "
-        "config.json, parallelism, server flags, NCCL, weights. Exit 0 ok, 1 errors, 2 usage.",
+        "config.json, parallelism, server flags, NCCL, weights, and a speculative profile "
+        "against what its baseline was measured with. Exit 0 ok, 1 errors, 2 usage.",
     )
     check.add_argument("profile", type=Path, help="profile YAML")
     check.add_argument(
@@ -153,6 +163,17 @@ def register(subparsers: Any) -> None:
         help="a model directory that cannot be found is an error, not a warning",
     )
     check.add_argument("--format", choices=("text", "json"), default="text")
+    check.add_argument(
+        "--image",
+        default=None,
+        help="the server image the deploy runs; compared with the baseline's recorded image",
+    )
+    check.add_argument(
+        "--no-baseline-check",
+        action="store_true",
+        help="do not compare a speculative profile with its baseline's recorded settings "
+        "(playbooks/baseline.yml, which re-measures it)",
+    )
     _version_option(check)
     check.set_defaults(handler=cmd_check)
 
@@ -164,6 +185,7 @@ def register(subparsers: Any) -> None:
     rend.add_argument("profile", type=Path, help="profile YAML")
     rend.add_argument("--format", choices=tuple(FORMATS), default="shell")
     _version_option(rend)
+    placement_options(rend)
     rend.set_defaults(handler=cmd_render)
 
     schema = subparsers.add_parser("profile-schema", help="print the profile JSON Schema")

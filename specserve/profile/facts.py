@@ -76,6 +76,7 @@ class ProfileFacts:
     draft_tokens: int | None  # --speculative-num-draft-tokens; None when not speculating
     gpu_count: int  # GPUs the deployment takes (gpu.count; 0: the CPU stand-in)
     gpus_needed: int  # what tp/dp occupy (the `gpus_needed` rule); the checks compare the two
+    # (over several nodes with nodes_count x gpu_count)
     gpu_min_memory_gib: float
     gpu_topology: str
     nccl_preset: str
@@ -92,6 +93,14 @@ class ProfileFacts:
     target_path: str = ""
     drafter_path: str | None = None
     served_model_name: str | None = None
+    # drafter.adaptive: the server changes steps and draft tokens at run time, so the exporter
+    # reads the current draft-token count from its log instead of trusting draft_tokens.
+    adaptive: bool = False
+    # nodes.count: ranks of one server, one per node (>1: a multi-node group).
+    nodes_count: int = 1
+    # nodes.rendezvous_host / rendezvous_port: "" where the deploy supplies rank 0's address.
+    rendezvous_host: str = ""
+    rendezvous_port: int = 0
 
     @property
     def log_dir(self) -> str | None:
@@ -125,6 +134,9 @@ class ProfileFacts:
             "name": self.name,
             "gpu_count": self.gpu_count,
             "gpus_needed": self.gpus_needed,
+            "nodes_count": self.nodes_count,
+            "rendezvous_host": self.rendezvous_host,
+            "rendezvous_port": self.rendezvous_port,
             "gpu_min_memory_gib": self.gpu_min_memory_gib,
             "gpu_topology": self.gpu_topology,
             "nccl_preset": self.nccl_preset,
@@ -139,6 +151,7 @@ class ProfileFacts:
             "speculative": self.speculating,
             "algorithm": self.algorithm or "",
             "draft_tokens": self.draft_tokens or 0,
+            "adaptive": self.adaptive,
             "api_key_file": self.api_key_file or "",
             "api_key_env": self.api_key_env or "",
             "logging_file": self.log_file or "",
@@ -166,8 +179,12 @@ def facts(profile: Profile, document: Mapping[str, Any] | None = None) -> Profil
         speculating=spec is not None,
         algorithm=None if spec is None else spec.algorithm,
         draft_tokens=None if spec is None else spec.num_draft_tokens,
+        adaptive=spec is not None and spec.adaptive,
         gpu_count=profile.gpu.count,
         gpus_needed=gpus_needed(par.tp, par.dp, par.enable_dp_attention),
+        nodes_count=profile.nodes.count,
+        rendezvous_host=profile.nodes.rendezvous_host or "",
+        rendezvous_port=profile.nodes.rendezvous_port,
         gpu_min_memory_gib=float(profile.gpu.min_memory_gib),
         gpu_topology=profile.gpu.topology,
         nccl_preset=profile.nccl.preset,

@@ -56,6 +56,8 @@ class Emit(Enum):
     DP_ATTENTION = "--enable-dp-attention, or --attn-dp-size N where the version has it"
     GRAPHS_OFF = "both phases' graph backend disabled, only with allow_disable_cuda_graph"
     SECRET = "the flag and a placeholder; the launcher puts the key in at exec time"
+    # The rank is the deploy's, not the profile's: render_argv takes it (profile/nodes.py).
+    NODES = "--nnodes N --node-rank R --dist-init-addr HOST:PORT, only when N > 1"
 
 
 @dataclass(frozen=True)
@@ -143,6 +145,11 @@ SECTIONS: dict[str, Section] = {
             nullable=True,
         ),
         Section("parallelism", "How the model is split over the GPUs.", required=True),
+        Section(
+            "nodes",
+            "One server spread over several nodes (SGLang's `--nnodes`); absent: one node. Each "
+            "node runs one rank; the rank comes from the deploy, never from this file.",
+        ),
         Section("gpu", "What the GPUs must be; Ansible's preflight checks it.", required=True),
         Section("server", "How SGLang is started and where it listens."),
         Section("nccl", "NCCL's environment: a named preset and overrides (below)."),
@@ -158,6 +165,7 @@ LAYOUT: tuple[str, ...] = (
     "target",
     "drafter",
     "parallelism",
+    "nodes",
     "gpu",
     "server",
     "nccl",
@@ -268,10 +276,40 @@ FIELDS: tuple[Field, ...] = (
         owns=(Option("--ep-size", ("--expert-parallel-size", "--ep")),),
         emit=Emit.UNLESS_DEFAULT,
     ),
+    # SGLang's distributed flags (arg_groups/fields/parallel.py): --nnodes, --node-rank and
+    # --dist-init-addr; a rank > 0 serves no API, only a dummy health server (engine.py).
+    Field(
+        "nodes.count",
+        _t("integer", minimum=1),
+        "Nodes the server spans, one rank each; above 1 renders `--nnodes`, the deploy's "
+        "`--node-rank` and `--dist-init-addr`. `nodes.count` x `gpu.count` must equal the GPUs "
+        "the parallelism takes.",
+        1,
+        owns=(
+            Option("--nnodes"),
+            Option("--node-rank"),
+            Option("--dist-init-addr", ("--nccl-init-addr",)),
+        ),
+        emit=Emit.NODES,
+    ),
+    Field(
+        "nodes.rendezvous_host",
+        _t("string", null=True, minLength=1),
+        "Address of rank 0 that every rank rendezvouses at; null: the deploy supplies it "
+        "(Helm: the LeaderWorkerSet leader's address; Ansible: rank 0's inventory host).",
+        None,
+    ),
+    Field(
+        "nodes.rendezvous_port",
+        _t("integer", minimum=1, maximum=65535),
+        "Rendezvous port on rank 0 (with DP attention SGLang also binds the next few ports).",
+        25000,
+    ),
     Field(
         "gpu.count",
         _t("integer", minimum=0),
-        "GPUs the deployment asks for; 0 means the CPU stand-in.",
+        "GPUs the deployment asks for on each node (all of them on one node); 0 means the CPU "
+        "stand-in.",
         REQUIRED,
     ),
     Field(
@@ -456,6 +494,28 @@ FIELDS: tuple[Field, ...] = (
         emit=Emit.VALUE,
     ),
     Field(
+        "drafter.adaptive",
+        _t("boolean"),
+        "SGLang changes steps (and draft tokens = steps + 1) at run time from the observed "
+        "accept length (`--speculative-adaptive`, SGLang 0.5.21 and 0.5.23). Only `EAGLE` / "
+        "`EAGLE3` with top-k 1 and no DP attention: SGLang otherwise turns it off with a "
+        "warning, and `check` says so. The exporter and the rules then read the draft tokens "
+        "the server reports (`sglang:spec_num_draft_tokens`), not `num_draft_tokens`.",
+        False,
+        owns=(Option("--speculative-adaptive"),),
+        emit=Emit.SWITCH,
+    ),
+    Field(
+        "drafter.adaptive_config",
+        _t("string", null=True, minLength=1),
+        "JSON file of per-batch-size `candidate_steps` (and hysteresis) for `adaptive` "
+        "(`--speculative-adaptive-config`; resolved like `target.path`); null: SGLang's "
+        "built-in table (candidate steps 0, 1, 3, 5, 7).",
+        None,
+        owns=(Option("--speculative-adaptive-config"),),
+        emit=Emit.VALUE,
+    ),
+    Field(
         "server.api_key",
         {
             "oneOf": [
@@ -519,6 +579,65 @@ FIELDS: tuple[Field, ...] = (
         "baseline.source",
         _t("string"),
         "Where the numbers come from (a benchmark run, the seeds).",
+    ),
+    # What the baseline was measured with (specserve/profile/likeness.py): `playbooks/baseline.yml`
+    # records them; `check` and the exporter refuse a speculative profile that differs. Absent
+    # (a baseline written by hand or by an older baseline.yml): not recorded, `check` warns.
+    Field(
+        "baseline.image",
+        _t("string", minLength=1),
+        "Recorded: the server image the baseline ran in (`specserve_image`).",
+    ),
+    Field(
+        "baseline.sglang_version",
+        _t("string", minLength=1),
+        "Recorded: the SGLang version the baseline server reported (`/server_info` `version`).",
+    ),
+    Field(
+        "baseline.target",
+        _t("string", minLength=1),
+        "Recorded: `target.path` of the baseline run, as the profile wrote it.",
+    ),
+    Field(
+        "baseline.tp",
+        _t("integer", minimum=1),
+        "Recorded: `parallelism.tp` of the baseline run.",
+    ),
+    Field(
+        "baseline.dp",
+        _t("integer", minimum=1),
+        "Recorded: `parallelism.dp` of the baseline run.",
+    ),
+    Field(
+        "baseline.ep",
+        _t("integer", minimum=1),
+        "Recorded: `parallelism.ep` of the baseline run.",
+    ),
+    Field(
+        "baseline.max_running_requests",
+        _t("integer", null=True, minimum=1),
+        "Recorded: the running-request cap the baseline server ran with (the speculative "
+        "profile's effective value, SGLang's 48 when it leaves it unset); null: uncapped.",
+    ),
+    Field(
+        "baseline.context_length",
+        _t("integer", null=True, minimum=1),
+        "Recorded: `target.context_length` of the baseline run (null: the model's).",
+    ),
+    Field(
+        "baseline.disable_cuda_graph",
+        _t("boolean"),
+        "Recorded: `server.disable_cuda_graph` of the baseline run.",
+    ),
+    Field(
+        "baseline.cuda_graph_max_bs",
+        _t("integer", null=True, minimum=1),
+        "Recorded: `server.cuda_graph_max_bs` of the baseline run (null: SGLang's default).",
+    ),
+    Field(
+        "baseline.nccl_preset",
+        _t("string", minLength=1),
+        "Recorded: `nccl.preset` of the baseline run.",
     ),
 )
 

@@ -40,6 +40,8 @@ class Drafter:
     num_steps: int | None = default_of("drafter.num_steps")
     eagle_topk: int | None = default_of("drafter.eagle_topk")
     num_draft_tokens: int | None = default_of("drafter.num_draft_tokens")
+    adaptive: bool = default_of("drafter.adaptive")
+    adaptive_config: str | None = default_of("drafter.adaptive_config")
 
     @property
     def enabled(self) -> bool:
@@ -56,6 +58,13 @@ class Parallelism:
     @property
     def gpus_needed(self) -> int:
         return gpus_needed(self.tp, self.dp, self.enable_dp_attention)
+
+
+@dataclass(frozen=True)
+class Nodes:
+    count: int = default_of("nodes.count")
+    rendezvous_host: str | None = default_of("nodes.rendezvous_host")
+    rendezvous_port: int = default_of("nodes.rendezvous_port")
 
 
 @dataclass(frozen=True)
@@ -113,6 +122,7 @@ class Profile:
     gpu: Gpu
     drafter: Drafter | None = None
     server: Server = field(default_factory=Server)
+    nodes: Nodes = field(default_factory=Nodes)
     nccl: Nccl = field(default_factory=Nccl)
     env: dict[str, str] = field(default_factory=_fresh("env"))
     logging: Logging = field(default_factory=Logging)
@@ -185,8 +195,9 @@ def profile_from_document(doc: dict[str, Any], source_path: Path | None = None) 
     if drafter_doc is not None:
         drafter_doc = dict(drafter_doc)
         drafter_doc["algorithm"] = canonical_algorithm(drafter_doc["algorithm"])
-        if drafter_doc.get("path"):
-            drafter_doc["path"] = _resolve_local(drafter_doc["path"], base)
+        for key in ("path", "adaptive_config"):
+            if drafter_doc.get(key):
+                drafter_doc[key] = _resolve_local(drafter_doc[key], base)
         drafter = Drafter(**_own(Drafter, drafter_doc))
     server_doc = dict(doc.get("server") or {})
     secret = server_doc.pop("api_key", None)
@@ -208,6 +219,7 @@ def profile_from_document(doc: dict[str, Any], source_path: Path | None = None) 
         parallelism=Parallelism(**_own(Parallelism, doc["parallelism"])),
         gpu=Gpu(**_own(Gpu, doc["gpu"])),
         server=server,
+        nodes=Nodes(**_own(Nodes, doc.get("nodes") or {})),
         nccl=Nccl(**_own(Nccl, nccl_doc)),
         env=dict(doc.get("env") or {}),
         logging=Logging(**_own(Logging, logging_doc)),

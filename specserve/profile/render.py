@@ -13,6 +13,7 @@ import json
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from specserve.profile.fields import (
@@ -26,6 +27,7 @@ from specserve.profile.fields import (
 )
 from specserve.profile.model import ApiKeySecret, Parallelism, Profile
 from specserve.profile.nccl import preset_env
+from specserve.profile.nodes import SINGLE, Placement, node_words
 from specserve.profile.sglang import Contract, resolve_version, sglang_contract
 from specserve.secrets import MIN_LENGTH, secret_problem
 
@@ -103,6 +105,13 @@ def _secret(row: Field, value: object, profile: Profile, contract: Contract) -> 
     return [] if value is None else [row.flag, API_KEY_PLACEHOLDER]
 
 
+def _nodes(
+    row: Field, value: int, profile: Profile, contract: Contract, placement: Placement = SINGLE
+) -> list[str]:
+    # The one emitter that needs the deploy's rank: render_argv binds `placement` per call.
+    return node_words(profile, placement)
+
+
 EMITTERS: dict[Emit, Emitter] = {
     Emit.WORDS: _words,
     Emit.VALUE: _value,
@@ -112,6 +121,7 @@ EMITTERS: dict[Emit, Emitter] = {
     Emit.DP_ATTENTION: _dp_attention,
     Emit.GRAPHS_OFF: _graphs_off,
     Emit.SECRET: _secret,
+    Emit.NODES: _nodes,
 }
 
 
@@ -122,10 +132,14 @@ def _holder(profile: Profile, section: str) -> Any:
     return getattr(profile, section) if section else profile
 
 
-def render_argv(profile: Profile, sglang_version: str | None = None) -> list[str]:
-    """The argv for `sglang_version` (default: resolve_version(): env, else the pinned one):
-    every row of the field table that renders, in the table's order."""
+def render_argv(
+    profile: Profile, sglang_version: str | None = None, placement: Placement = SINGLE
+) -> list[str]:
+    """The argv for `sglang_version` (default: resolve_version(): env, else the pinned one) and
+    the rank `placement` names (the deploy's; PlacementError when it does not fit): every row
+    of the field table that renders, in the table's order."""
     contract = sglang_contract(resolve_version(sglang_version))
+    emitters = {**EMITTERS, Emit.NODES: partial(_nodes, placement=placement)}
     argv: list[str] = []
     for row in FIELDS:
         holder = None if row.emit is None else _holder(profile, row.section)
@@ -135,7 +149,7 @@ def render_argv(profile: Profile, sglang_version: str | None = None) -> list[str
                 if hasattr(holder, row.name)
                 else profile.document_value(row.path)  # a row only render reads
             )
-            argv += EMITTERS[row.emit](row, value, profile, contract)
+            argv += emitters[row.emit](row, value, profile, contract)
     return argv
 
 
@@ -146,9 +160,11 @@ def render_env(profile: Profile) -> dict[str, str]:
     return dict(sorted(env.items()))
 
 
-def render(profile: Profile, sglang_version: str | None = None) -> Rendered:
+def render(
+    profile: Profile, sglang_version: str | None = None, placement: Placement = SINGLE
+) -> Rendered:
     return Rendered(
-        argv=tuple(render_argv(profile, sglang_version)),
+        argv=tuple(render_argv(profile, sglang_version, placement)),
         env=render_env(profile),
         api_key=profile.server.api_key,
     )

@@ -65,6 +65,7 @@ def chat_request(body: dict[str, Any], content_factor_of: Any) -> tuple[Request,
         content_factor=content_factor_of(last_user),
     )
     stream = bool(body.get("stream", False))
+    req.stream = stream
     options = body.get("stream_options") or {}
     include_usage = bool(isinstance(options, dict) and options.get("include_usage"))
     return req, stream, include_usage
@@ -89,7 +90,8 @@ def generate_request(body: dict[str, Any], content_factor_of: Any) -> tuple[Requ
         natural_tokens=None if ignore_eos else natural_length(text),
         content_factor=content_factor_of(text),
     )
-    return req, bool(body.get("stream", False))
+    req.stream = bool(body.get("stream", False))
+    return req, req.stream
 
 
 def usage(req: Request) -> dict[str, Any]:

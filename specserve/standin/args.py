@@ -27,6 +27,15 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from specserve.adaptive import (
+    DISABLED_WARNING,
+    AdaptiveConfigError,
+    ServerFlags,
+    candidate_steps,
+    load_config,
+    start_steps,
+    unsupported_reason,
+)
 from specserve.standin import STANDIN_NAME, STANDIN_NOTICE
 from specserve.upstream import Option, SGLangContract, sglang_contract
 
@@ -280,6 +289,10 @@ class SpecConfig:
     num_steps: int
     eagle_topk: int
     num_draft_tokens: int
+    adaptive: bool = False
+    """--speculative-adaptive after resolution: steps (and draft tokens) change at run time."""
+    adaptive_slots: dict[int, dict[str, Any]] = field(default_factory=dict)
+    """Batch size -> candidate steps and knobs (specserve.adaptive.load_config), when adaptive."""
 
 
 @dataclass(frozen=True)
@@ -351,6 +364,29 @@ def _algorithm(contract: SGLangContract, name: str) -> str:
     return upper
 
 
+def _adaptive(
+    contract: SGLangContract, ns: argparse.Namespace, algorithm: str, warnings: list[str]
+) -> dict[int, dict[str, Any]] | None:
+    """speculative_hook's `_maybe_disable_adaptive`: the config's slots while adaptive stays on,
+    None when it was not asked for or resolution turns it off (with upstream's warning)."""
+    if not getattr(ns, "speculative_adaptive", False):
+        return None
+    flags = ServerFlags(
+        dp_attention=bool(ns.enable_dp_attention) or getattr(ns, "attn_dp_size", 1) > 1,
+        multi_layer_eagle=bool(getattr(ns, "enable_multi_layer_eagle", False)),
+        two_batch_overlap=bool(getattr(ns, "enable_two_batch_overlap", False)),
+        pdmux=bool(getattr(ns, "enable_pdmux", False)),
+    )
+    reason = unsupported_reason(algorithm, ns.speculative_eagle_topk, flags, contract.version)
+    if reason is not None:
+        warnings.append(DISABLED_WARNING.format(reason=reason))
+        return None
+    try:
+        return load_config(getattr(ns, "speculative_adaptive_config", None))
+    except AdaptiveConfigError as exc:
+        raise ResolutionError(f"--speculative-adaptive-config: {exc}") from None
+
+
 def _spec_config(
     contract: SGLangContract, ns: argparse.Namespace, arch: str | None, warnings: list[str]
 ) -> SpecConfig | None:
@@ -361,6 +397,14 @@ def _spec_config(
     topk = ns.speculative_eagle_topk
     draft = ns.speculative_num_draft_tokens
     draft_path = ns.speculative_draft_model_path
+    slots = _adaptive(contract, ns, algorithm, warnings)
+    if slots is not None:
+        # `_init_adaptive_speculative_params`: top-k 1, steps a candidate, draft = steps + 1.
+        try:
+            steps = start_steps(steps, candidate_steps(slots))
+        except ValueError as exc:
+            raise ResolutionError(str(exc)) from None
+        topk, draft = 1 if topk is None else topk, steps + 1
     if algorithm == "NGRAM":
         # _handle_ngram: top-k is the BFS breadth; 12 draft tokens unless given.
         topk = ns.speculative_ngram_max_bfs_breadth
@@ -397,6 +441,8 @@ def _spec_config(
         draft = steps + 1
     if draft < 2:
         raise ResolutionError(f"--speculative-num-draft-tokens must be >= 2, got {draft}")
+    if slots is not None:
+        return SpecConfig(algorithm, draft_path, steps, topk, draft, True, slots)
     return SpecConfig(algorithm, draft_path, steps, topk, draft)
 
 
@@ -440,6 +486,7 @@ def resolve(contract: SGLangContract, ns: argparse.Namespace, argv: list[str]) -
             speculative_num_steps=spec.num_steps,
             speculative_eagle_topk=spec.eagle_topk,
             speculative_num_draft_tokens=spec.num_draft_tokens,
+            speculative_adaptive=spec.adaptive,
         )
     return StandinArgs(
         sglang_version=contract.version,

@@ -180,7 +180,7 @@ class SpecShape:
 def accept_length(shape: SpecShape, acceptance: float) -> float:
     """Expected accepted tokens per verify pass, bonus token included (>= 1)."""
     a = min(ALPHA_MAX, max(0.0, acceptance))
-    if a == 0.0:
+    if a == 0.0 or shape.num_steps == 0:  # adaptive speculation may pick 0 steps: no drafts
         return 1.0
     depth = min(shape.num_steps, shape.num_draft_tokens - 1)
     width = min(float(shape.eagle_topk), (shape.num_draft_tokens - 1) / shape.num_steps)

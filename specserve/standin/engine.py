@@ -19,6 +19,7 @@ import zlib
 from collections import deque
 from dataclasses import dataclass, field
 
+from specserve.adaptive import INIT_LINE, SWITCH_LINE, UPDATED_LINE, StepPolicy
 from specserve.standin.args import StandinArgs
 from specserve.standin.behaviour import (
     BehaviourSource,
@@ -74,6 +75,10 @@ class Request:
     seed: int = 0
     log_metrics: bool = True
     """False for health-check probes: upstream keeps them out of the request metrics."""
+    stream: bool = False
+    """Upstream's `is_streaming` label of the request metrics."""
+    spec_verify_ct: int = 0
+    """Verify passes the request took part in (upstream's req.spec_verify_ct)."""
 
     def __post_init__(self) -> None:
         self.seed = zlib.crc32(self.text.encode("utf-8"))
@@ -126,6 +131,12 @@ class Engine:
             if args.spec is None
             else SpecShape(args.spec.num_steps, args.spec.eagle_topk, args.spec.num_draft_tokens)
         )
+        # --speculative-adaptive: SGLang's step policy moves the shape between candidate steps.
+        self.policy = (
+            StepPolicy(args.spec.num_steps, args.spec.adaptive_slots)
+            if args.spec is not None and args.spec.adaptive
+            else None
+        )
         self.max_running = args.max_running_requests or DEFAULT_MAX_RUNNING
         self.graph_max_bs = args.cuda_graph_max_bs or DEFAULT_CUDA_GRAPH_MAX_BS
         self.max_total_tokens = _int_or(
@@ -152,6 +163,11 @@ class Engine:
     # -- public -------------------------------------------------------------------------------
 
     def start(self) -> None:
+        if self.policy is not None:
+            first = self.policy.slot(0)  # upstream reports its smallest batch-size slot
+            self.printer.log(
+                INIT_LINE.format(steps=first.current_steps, candidates=first.candidate_steps)
+            )
         self._thread.start()
 
     def submit(self, req: Request) -> None:
@@ -251,7 +267,7 @@ class Engine:
             # Prefill yields each request's first token, as upstream's does.
             req.first_token_at = now
             if self.metrics is not None and req.log_metrics:
-                self.metrics.first_token(now - req.created)
+                self.metrics.first_token(now - req.created, req.stream)
             self._emit(req, 1)
 
     def _decode(self) -> None:
@@ -261,6 +277,8 @@ class Engine:
         running = list(self._running)
         bs = len(running)
         graph = self.args.decode_cuda_graph and bs <= self.graph_max_bs
+        if self.policy is not None:  # AdaptiveController.activate_step_by_batch
+            self._switch(self.policy.steps_for_batch(bs))
         seconds = step_seconds(self.shape, bs, self.base_tps, graph, behaviour.throughput_scale)
         grants: list[int] = []
         for req in running:
@@ -269,17 +287,24 @@ class Engine:
             else:
                 a = 0.0 if self.drafter_mismatch else behaviour.acceptance * req.content_factor
                 req.acc += accept_length(self.shape, a)
+                req.spec_verify_ct += 1
                 # 1e-9 keeps 2.0 from flooring to 1 after float drift.
                 n = max(1, math.floor(req.acc + 1e-9))
                 req.acc -= n
             grants.append(n)
+        if self.policy is not None:  # on_verify_complete: accepted drafts, the bonus left out
+            changed = self.policy.on_verify_complete([n - 1 for n in grants], bs)
+            update = self.policy.slot(bs).last_update
+            if changed is not None and update is not None:
+                self.printer.log(UPDATED_LINE.format(old=update[0], new=update[1], ema=update[2]))
+                self._switch(changed)
         self._sleep(seconds)
         accepted = 0
         for req, n in zip(running, grants, strict=True):
             accepted += n
             emitted = self._emit(req, n)
             if self.metrics is not None and emitted and req.log_metrics:
-                self.metrics.inter_token(seconds * self.time_scale / emitted, emitted)
+                self.metrics.inter_token(seconds * self.time_scale, emitted)
         if self.metrics is not None:
             self.metrics.decode_pass(graph)
         self._win_seconds += seconds
@@ -291,6 +316,21 @@ class Engine:
             queued = len(self._waiting)
         if self.forward_ct_decode % self.args.decode_log_interval == 0:
             self._decode_line(bs, running, graph, queued)
+
+    def _switch(self, steps: int) -> None:
+        """EAGLEWorkerV2.apply_runtime_state: the new shape (top-k 1), logged as upstream does."""
+        shape = self.shape
+        if shape is None or steps == shape.num_steps:
+            return
+        self.printer.log(
+            SWITCH_LINE.format(
+                old_steps=shape.num_steps,
+                steps=steps,
+                old_draft_tokens=shape.num_draft_tokens,
+                draft_tokens=steps + 1,
+            )
+        )
+        self.shape = SpecShape(steps, 1, steps + 1)
 
     def _decode_line(self, bs: int, reqs: list[Request], graph: bool, queued: int) -> None:
         accept_len: float | None = None
@@ -325,6 +365,12 @@ class Engine:
                 graph=graph,
                 max_total_tokens=self.max_total_tokens,
             )
+            # The active shape, 0 / 0 without speculation (_active_spec_config_snapshot).
+            shape = self.shape
+            self.metrics.active_spec(
+                0 if shape is None else shape.num_steps,
+                0 if shape is None else shape.num_draft_tokens,
+            )
         self._win_generated = 0
         self._win_seconds = 0.0
         self._win_accepted = 0
@@ -356,6 +402,10 @@ class Engine:
                 self.metrics.aborted()
             else:
                 self.metrics.finished(
-                    req.prompt_tokens, req.generated, time.monotonic() - req.created
+                    req.prompt_tokens,
+                    req.generated,
+                    time.monotonic() - req.created,
+                    spec_verify_ct=req.spec_verify_ct,
+                    stream=req.stream,
                 )
         req.out.put(("done", reason))

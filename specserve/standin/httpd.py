@@ -13,6 +13,10 @@ Read from SGLang's `entrypoints/http_server.py` and `utils/auth.py`:
 - `/generate` and the OpenAI routes serve during warm-up (upstream's warm-up is a /generate).
 - `/server_info`, `/model_info`; `/get_server_info` and `/get_model_info` are deprecated aliases
   that log upstream's warning on every call.
+- `/v1/loads` (entrypoints/v1_loads.py, managers/load_snapshot.py): one load per DP rank with
+  the live `num_running_reqs` and `num_waiting_reqs` (not the logged window's gauges); the
+  stand-in counts the generation requests it is answering as running and queues none. A rolling
+  deploy reads it to wait for a node's in-flight requests (ansible/roles/router).
 - With `--api-key`, paths starting with `/health`, `/ready` or `/metrics` (and OPTIONS) are
   exempt (the prefixes come from the contract data); everything else needs
   `Authorization: Bearer <key>`, else 401 `{"error": "Unauthorized"}`.
@@ -78,6 +82,8 @@ class ServerState:
     phase: str = "starting"
     """starting -> up; up <-> unhealthy (health checks); any -> stopping."""
     lock: threading.Lock = field(default_factory=threading.Lock)
+    inflight: int = 0
+    """Generation requests being answered (what /v1/loads reports as running)."""
     health_generation: bool = field(init=False)
     health_timeout_s: float = field(init=False)
 
@@ -97,6 +103,23 @@ class ServerState:
     def get_phase(self) -> str:
         with self.lock:
             return self.phase
+
+    def count_inflight(self, delta: int) -> None:
+        with self.lock:
+            self.inflight += delta
+
+    def loads(self) -> dict[str, Any]:
+        """/v1/loads' body, the core section of one DP rank (LoadSnapshot's field names)."""
+        with self.lock:
+            running = self.inflight
+        return {
+            "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()),
+            "version": str(self.server_info().get("version", "")),
+            "accelerator": None,
+            "num_accelerators": 0,
+            "loads": [{"timestamp": time.time(), "dp_rank": 0, "num_running_reqs": running,
+                       "num_waiting_reqs": 0}],
+        }
 
 
 def _wait(req: Request, timeout: float) -> str:
@@ -188,6 +211,8 @@ def make_handler(state: ServerState) -> type[BaseHTTPRequestHandler]:
                 self._json(200, state.model_info)
             elif path == "/v1/models":
                 self._json(200, state.models)
+            elif path == "/v1/loads":
+                self._json(200, state.loads())
             elif path == "/metrics":
                 if state.metrics is None:
                     self._json(404, {"detail": "Not Found"})
@@ -200,10 +225,12 @@ def make_handler(state: ServerState) -> type[BaseHTTPRequestHandler]:
             path = self.path.split("?", 1)[0]
             if not self._authorized(path):
                 return
-            if path == "/v1/chat/completions":
-                self._chat()
-            elif path == "/generate":
-                self._generate()
+            if path in ("/v1/chat/completions", "/generate"):
+                state.count_inflight(1)
+                try:
+                    self._chat() if path == "/v1/chat/completions" else self._generate()
+                finally:
+                    state.count_inflight(-1)
             elif path in ("/health", "/health_generate", "/ready", "/server_info", "/model_info"):
                 self._json(405, {"detail": "Method Not Allowed"})
             else:

@@ -1,9 +1,14 @@
 """SGLang's native Prometheus metrics (`--enable-metrics`), with upstream's names and labels.
 
-Names, label sets and bucket bounds follow upstream
+Names, types, label sets and bucket bounds follow upstream
 `python/sglang/srt/observability/metrics_collector.py` (SchedulerMetricsCollector and
-TokenizerMetricsCollector). Like upstream, scheduler gauges are set only when a stats line is
-printed, so they hold the last window's values.
+TokenizerMetricsCollector), and so do the updates: scheduler gauges are set only when a stats
+line is printed (they hold the last window's values); `cuda_graph_passes_total` steps once per
+decode pass; the tokenizer's counters step when a request finishes (`is_streaming` on tokens,
+requests, TTFT and e2e; `spec_verify_calls_total` by the request's verify passes, only when it
+had any); ITL adds the whole interval to the sum and `num_new_tokens` to one bucket, as
+upstream's fast path does. tests/standin/test_native_metrics_parity.py drives the real collectors
+and this class with the same events and compares every series.
 """
 
 from __future__ import annotations
@@ -55,6 +60,14 @@ class NativeMetrics:
             "(`accepted tokens / total draft tokens` in batch).",
         )
         self.is_cuda_graph = gauge("sglang:is_cuda_graph", "Whether the batch is using CUDA graph.")
+        # The shape of the running speculation, which --speculative-adaptive changes at run time.
+        self.spec_num_steps = gauge(
+            "sglang:spec_num_steps", "Currently active speculative_num_steps."
+        )
+        self.spec_num_draft_tokens = gauge(
+            "sglang:spec_num_draft_tokens",
+            "Currently active speculative_num_draft_tokens (decouples from steps under topk>1).",
+        )
         self.max_total_num_tokens = gauge(
             "sglang:max_total_num_tokens", "Maximum total number of tokens in the KV cache pool."
         )
@@ -66,16 +79,24 @@ class NativeMetrics:
         )
         self._sched = sched
 
-        tok = {"model_name": model_name}
+        # TokenizerManager.init_metric_collector_watchdog's labels (no priority scheduling).
+        tok = {"model_name": model_name, "engine_type": "unified"}
         tnames = list(tok)
+        snames = [*tnames, "is_streaming"]
         self.prompt_tokens = Counter(
-            "sglang:prompt_tokens", "Number of prefill tokens processed.", tnames, registry=r
+            "sglang:prompt_tokens", "Number of prefill tokens processed.", snames, registry=r
         )
         self.generation_tokens = Counter(
-            "sglang:generation_tokens", "Number of generation tokens processed.", tnames, registry=r
+            "sglang:generation_tokens", "Number of generation tokens processed.", snames, registry=r
+        )
+        self.spec_verify_calls = Counter(
+            "sglang:spec_verify_calls",
+            "Number of speculative decoding verification calls.",
+            tnames,
+            registry=r,
         )
         self.num_requests = Counter(
-            "sglang:num_requests", "Number of requests processed.", tnames, registry=r
+            "sglang:num_requests", "Number of requests processed.", snames, registry=r
         )
         self.num_aborted_requests = Counter(
             "sglang:num_aborted_requests", "Number of requests aborted.", tnames, registry=r
@@ -83,7 +104,7 @@ class NativeMetrics:
         self.ttft = Histogram(
             "sglang:time_to_first_token_seconds",
             "Histogram of time to first token in seconds.",
-            tnames,
+            snames,
             buckets=TTFT_BUCKETS,
             registry=r,
         )
@@ -97,7 +118,7 @@ class NativeMetrics:
         self.e2e = Histogram(
             "sglang:e2e_request_latency_seconds",
             "Histogram of End-to-end request latency in seconds",
-            tnames,
+            snames,
             buckets=E2E_BUCKETS,
             registry=r,
         )
@@ -127,22 +148,47 @@ class NativeMetrics:
             self.spec_accept_rate.labels(**s).set(accept_rate)
             self.is_cuda_graph.labels(**s).set(1.0 if graph else 0.0)
 
+    def active_spec(self, num_steps: int, num_draft_tokens: int) -> None:
+        """Set with every decode stats line, 0 / 0 without speculation, as upstream does."""
+        self.spec_num_steps.labels(**self._sched).set(num_steps)
+        self.spec_num_draft_tokens.labels(**self._sched).set(num_draft_tokens)
+
     def decode_pass(self, graph: bool) -> None:
         mode = "decode_cuda_graph" if graph else "decode_none"
         self.cuda_graph_passes.labels(**self._sched, mode=mode).inc()
 
-    def first_token(self, seconds: float) -> None:
-        self.ttft.labels(**self._tok).observe(seconds)
+    def _streaming(self, stream: bool) -> dict[str, str]:
+        return {**self._tok, "is_streaming": "true" if stream else "false"}
 
-    def inter_token(self, seconds_per_token: float, tokens: int) -> None:
+    def first_token(self, seconds: float, stream: bool = False) -> None:
+        self.ttft.labels(**self._streaming(stream)).observe(seconds)
+
+    def inter_token(self, interval: float, num_new_tokens: int) -> None:
+        """Upstream's observe_inter_token_latency: `interval` since the request's last output,
+        which brought `num_new_tokens`; each token counts interval / num_new_tokens."""
+        adjusted = interval / num_new_tokens
         hist = self.itl.labels(**self._tok)
-        for _ in range(tokens):
-            hist.observe(seconds_per_token)
+        # Upstream's own fast path, on the same prometheus_client internals: the sum grows by
+        # the whole interval and one bucket by all the tokens.
+        hist._sum.inc(interval)
+        for i, bound in enumerate(hist._upper_bounds):
+            if adjusted <= bound:
+                hist._buckets[i].inc(num_new_tokens)
+                break
 
-    def finished(self, prompt_tokens: int, completion_tokens: int, e2e: float) -> None:
-        t = self._tok
+    def finished(
+        self,
+        prompt_tokens: int,
+        completion_tokens: int,
+        e2e: float,
+        spec_verify_ct: int = 0,
+        stream: bool = False,
+    ) -> None:
+        t = self._streaming(stream)
         self.prompt_tokens.labels(**t).inc(prompt_tokens)
         self.generation_tokens.labels(**t).inc(completion_tokens)
+        if spec_verify_ct > 0:
+            self.spec_verify_calls.labels(**self._tok).inc(spec_verify_ct)
         self.num_requests.labels(**t).inc()
         self.e2e.labels(**t).observe(e2e)
 

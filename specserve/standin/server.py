@@ -36,6 +36,7 @@ from specserve.standin.httpd import ServerState, make_server
 from specserve.standin.knobs import KnobError, Knobs, load_knobs
 from specserve.standin.logfmt import LinePrinter, rank_prefix
 from specserve.standin.metrics import NativeMetrics
+from specserve.standin.ranks import RendezvousError, form_group, serve_worker
 from specserve.upstream import sglang_contract
 
 SHUTDOWN_GRACE_S = 10.0
@@ -205,6 +206,18 @@ def run(args: StandinArgs, knobs: Knobs, printer: LinePrinter, stop: threading.E
     # redaction is tested against what SGLang really prints.
     printer.log(f"server_args={args.resolved!r}", ranks=False)
     _arm_crash(knobs, printer)
+    # Over several nodes every rank joins the group before it loads (ranks.py); a rank > 0
+    # then serves only SGLang's dummy health server.
+    try:
+        group = form_group(args, printer, stop)
+    except (RendezvousError, OSError) as exc:
+        printer.log(f"{STANDIN_NAME}: rendezvous failed: {exc}", ranks=False)
+        return 1
+    if group is not None and group.rank > 0:
+        return serve_worker(args, knobs.load_seconds, group, printer, stop)
+    if group is not None:
+        lost = group.lost
+        threading.Thread(target=lambda: lost.wait() and stop.set(), daemon=True).start()
     printer.log(f"Load weight begin. (stand-in: simulated, {knobs.load_seconds:.1f} s)")
     if stop.wait(knobs.load_seconds):
         printer.log(f"{STANDIN_NAME}: stopped while loading", ranks=False)
@@ -254,11 +267,17 @@ def run(args: StandinArgs, knobs: Knobs, printer: LinePrinter, stop: threading.E
             state.set_phase("up")
             printer.log("The server is fired up and ready to roll!", ranks=False)
     stop.wait()
+    if group is not None and group.lost.is_set():
+        # A lost rank broke the group: upstream's collectives fail and the process dies.
+        printer.log(f"{STANDIN_NAME}: node rank 0: exiting, {group.reason}", ranks=False)
+        status = 1
     printer.log(f"{STANDIN_NAME}: shutting down (SIGTERM): draining requests", ranks=False)
     state.set_phase("stopping")
     httpd.shutdown()
     httpd.server_close()
     engine.shutdown(SHUTDOWN_GRACE_S)
+    if group is not None:
+        group.close(orderly=not group.lost.is_set())
     # Handler threads write their last bytes right after the engine finishes them.
     time.sleep(0.2)
     printer.log(f"{STANDIN_NAME}: stopped", ranks=False)

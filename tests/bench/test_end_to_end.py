@@ -51,8 +51,10 @@ def predicted_client_tok_s(shape: SpecShape | None, concurrency: int) -> float:
 
 @pytest.fixture(scope="module")
 def servers(processes):
+    # Native metrics on the speculative server only: its levels carry SGLang's own p99s, the
+    # baseline's (no /metrics) none.
     spec = processes.standin(
-        "spec", *RECIPE_FLAGS, "--speculative-draft-model-path", str(DRAFTER)
+        "spec", *RECIPE_FLAGS, "--speculative-draft-model-path", str(DRAFTER), "--enable-metrics"
     )
     base = processes.standin("base")
     return spec, base
@@ -109,6 +111,15 @@ def test_speculative_against_baseline(servers, bench) -> None:
             # One chunk per decode step: the ITL median is about one step of wall time.
             step_wall = step_seconds(shape, c, 90.0, True, 1.0) * TIME_SCALE
             assert 0.8 * step_wall < itl["p50"] < 1.6 * step_wall, (run["label"], c)
+            server = level["server_latency"]
+            if shape is None:
+                assert server is None, server  # no --enable-metrics: no /metrics
+                continue
+            # SGLang's histograms saw exactly this level: one first token per request and one
+            # per-token interval for every later token; per token, ITL is below a step.
+            assert server["ttft_observations"] == 8, server
+            assert server["itl_observations"] == 8 * (MAX_TOKENS - 1), server
+            assert server["ttft_p99_s"] > 0 and 0 < server["itl_p99_s"] <= 2 * step_wall, server
 
         # Aggregate throughput grows with concurrency as the model says (ratios to level 1).
         for c in LEVELS[1:]:

@@ -29,7 +29,7 @@ VALUE_ERRORS = [
     ["--chunked-prefill-size", "abc"],
     ["--random-seed", "1.5"],
     ["--schedule-conservativeness", "x"],
-    ["--nnodes", "two"],
+    ["--stream-interval", "often"],
 ]
 
 

@@ -1,8 +1,9 @@
 """The whole monitoring chain on loopback, each part started the way users start it.
 
 stand-in SGLang (`specserve-launch` with a copy of profiles/standin-cpu.yaml, teeing a log file)
--> `specserve-exporter --profile` following that file -> Debian's Prometheus scraping the exporter
-and the stand-in's /metrics, loading rules rendered by `specserve rules render --overrides`
+-> `specserve-exporter --profile` following that file -> Debian's Prometheus scraping the exporter,
+the stand-in's /metrics and the real SGLang router's (the pinned sglang-router in front of the
+stand-in, as a fleet of one), loading rules rendered by `specserve rules render --overrides`
 -> Debian's Alertmanager with the shipped routing and inhibitions -> a webhook receiver here.
 """
 
@@ -22,9 +23,10 @@ import requests
 import yaml
 
 from specserve.monitoring.alertmanager import alertmanager_config
-from specserve.monitoring.rules import ALERTS
+from specserve.monitoring.rules import ALERTS, ROUTER_JOB
 from tests.e2e.processes import Services, free_port, http_ok, wait_until
 from tests.e2e.prom import Prometheus
+from tests.e2e.router import Router, start_router
 from tests.e2e.webhook import WebhookReceiver
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,7 +45,10 @@ DECODE_LOG_INTERVAL = 10
 # cannot fire them.
 WINDOW = "20s"
 FOR_SHORT = "2s"
-FOR_PIPELINE = {"SpecServeExporterDown": "10s", "SpecServeLogSourceDown": "10s"}
+FOR_PIPELINE = {"SpecServeExporterDown": "10s", "SpecServeLogSourceDown": "10s",
+                # The native accept length counts requests as they finish, the log-derived one
+                # decode windows: at a behaviour switch the two part for a few seconds.
+                "SpecServeAcceptLengthMismatch": "10s"}  # fmt: skip
 
 
 @dataclass
@@ -56,6 +61,7 @@ class Stack:
     behaviour_file: Path
     profile: Path
     rules_file: Path
+    router: Router | None
 
     def alertmanager_alerts(self) -> list[dict[str, Any]]:
         """Alertmanager's view (/api/v2/alerts), with each alert's inhibition status."""
@@ -64,10 +70,14 @@ class Stack:
         return list(response.json())
 
     def set_behaviour(self, behaviour: Mapping[str, float]) -> None:
-        """Rewrite the stand-in's behaviour file (beside + rename: it is never half-written)."""
-        tmp = self.behaviour_file.with_name(self.behaviour_file.name + ".tmp")
-        tmp.write_text(yaml.safe_dump(dict(behaviour)), encoding="utf-8")
-        os.replace(tmp, self.behaviour_file)
+        write_behaviour(self.behaviour_file, behaviour)
+
+
+def write_behaviour(path: Path, behaviour: Mapping[str, float]) -> None:
+    """Rewrite the stand-in's behaviour file (beside + rename: it is never half-written)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(yaml.safe_dump(dict(behaviour)), encoding="utf-8")
+    os.replace(tmp, path)
 
 
 def write_profile(
@@ -131,7 +141,11 @@ def alertmanager_yaml(receiver: WebhookReceiver) -> dict[str, Any]:
     return config
 
 
-def prometheus_yaml(exporter: int, standin: int, alertmanager: int, rules: Path) -> dict[str, Any]:
+def prometheus_yaml(
+    exporter: int, standin: int, alertmanager: int, rules: Path, router_metrics: str | None
+) -> dict[str, Any]:
+    routers = [] if router_metrics is None else [
+        {"job_name": ROUTER_JOB, "static_configs": [{"targets": [router_metrics]}]}]  # fmt: skip
     return {
         "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
         "rule_files": [str(rules)],
@@ -142,6 +156,7 @@ def prometheus_yaml(exporter: int, standin: int, alertmanager: int, rules: Path)
             {"job_name": EXPORTER_JOB,
              "static_configs": [{"targets": [f"127.0.0.1:{exporter}"]}]},
             {"job_name": SGLANG_JOB, "static_configs": [{"targets": [f"127.0.0.1:{standin}"]}]},
+            *routers,
         ],
     }  # fmt: skip
 
@@ -175,19 +190,23 @@ def running_stack(
         profile = workdir / "standin-profile.yaml"
         overrides = workdir / "overrides.yaml"
         rules = workdir / "rules" / "specserve.yml"
+        standin_url = f"http://127.0.0.1:{standin_port}"
         write_profile(profile, standin_port, log, behaviour, api_key_file, logging_extra)
-        stack = Stack(services, Prometheus(f"http://127.0.0.1:{prom_port}"), receiver,
-                      f"http://127.0.0.1:{standin_port}", f"http://127.0.0.1:{am_port}",
-                      behaviour, profile, rules)  # fmt: skip
-        stack.set_behaviour(initial_behaviour)
+        write_behaviour(behaviour, initial_behaviour)
         write_overrides(overrides)
         render_rules(overrides, rules)
 
         path_env = {"PATH": f"{BINDIR}:{os.environ.get('PATH', '')}"}
         services.start("standin", [str(BINDIR / "specserve-launch"), str(profile)],
                        {**path_env, **(launcher_env or {})})  # fmt: skip
-        wait_until("the stand-in's /health", http_ok(stack.standin_url + "/health"), 30,
+        wait_until("the stand-in's /health", http_ok(standin_url + "/health"), 30,
                    services=services)  # fmt: skip
+        # Without an API key only: the router registers a worker through /server_info, which
+        # the key guards, and its one flag for the key would put it on a command line.
+        router = start_router(services, [standin_url]) if api_key_file is None else None
+        stack = Stack(services, Prometheus(f"http://127.0.0.1:{prom_port}"), receiver,
+                      standin_url, f"http://127.0.0.1:{am_port}", behaviour, profile, rules,
+                      router)  # fmt: skip
         services.start(
             "exporter",
             [str(BINDIR / "specserve-exporter"), "--source", "file", "--file", str(log),
@@ -211,7 +230,8 @@ def running_stack(
 
         prom_config = workdir / "prometheus.yml"
         prom_config.write_text(
-            yaml.safe_dump(prometheus_yaml(exporter_port, standin_port, am_port, rules)),
+            yaml.safe_dump(prometheus_yaml(exporter_port, standin_port, am_port, rules,
+                                           None if router is None else router.metrics_target)),
             encoding="utf-8",
         )
         services.start(
@@ -222,8 +242,9 @@ def running_stack(
         )  # fmt: skip
         wait_until("Prometheus ready", http_ok(stack.prometheus.url + "/-/ready"), 30,
                    services=services)  # fmt: skip
-        wanted = {EXPORTER_JOB: "up", SGLANG_JOB: "up"}
-        wait_until("both scrape targets up", lambda: stack.prometheus.targets_up() == wanted, 20,
+        wanted = {EXPORTER_JOB: "up", SGLANG_JOB: "up"} | (
+            {} if router is None else {ROUTER_JOB: "up"})  # fmt: skip
+        wait_until("every scrape target up", lambda: stack.prometheus.targets_up() == wanted, 20,
                    services=services)  # fmt: skip
         yield stack
     finally:

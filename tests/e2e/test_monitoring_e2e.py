@@ -10,10 +10,16 @@ The rules are rendered the way users render them (`specserve rules render --over
 20 s window and a 2 s `for` on every alert (tests/e2e/stack.py): the same rules, windows short
 enough that a phase settles in seconds without pausing the load.
 
-Then every PromQL expression of the dashboard and of the Grafana alert rules, at the committed
-default windows and at the test's 20 s windows, runs against the same live Prometheus and must
-return data, except the four DCGM GPU-panel queries: no DCGM exporter can run here (no GPU),
-and those panels show "needs a DCGM exporter" instead.
+The load goes through the real SGLang router (the pinned sglang-router binary in front of the
+stand-in, a fleet of one), which Prometheus scrapes too. Then every PromQL expression of the
+dashboard and of the Grafana alert rules (the fleet and router panels included), at the
+committed default windows and at the test's 20 s windows, runs against the same live Prometheus
+and must return data, except the four DCGM GPU-panel queries: no DCGM exporter can run here (no
+GPU), and those panels show "needs a DCGM exporter" instead. Last, (e) the worker is taken out of
+the router as a rolling deploy does: SpecServeWorkerOutOfRotation is delivered, and resolved
+once the worker is back. Then (f) the exporter's log source is cut while the stand-in keeps
+serving: SpecServeAcceptLengthMismatch (SGLang's native accept length against the log-derived
+one) is delivered, alone, and resolved once the log is back.
 """
 
 from __future__ import annotations
@@ -24,14 +30,33 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from specserve.monitoring.dashboard import build_dashboard
+from specserve.monitoring.metrics import (
+    ROUTER_REQUESTS,
+    ROUTER_UPSTREAM_RESPONSES,
+    ROUTER_WORKER_HEALTH,
+)
 from specserve.monitoring.overrides import resolve_settings
-from specserve.monitoring.rules import ACCEPT_LENGTH_MEAN, SPEEDUP_RATIO
+from specserve.monitoring.rules import (
+    ACCEPT_LENGTH_MEAN,
+    NATIVE_ACCEPT_LENGTH,
+    ROUTER_JOB,
+    SPEEDUP_RATIO,
+)
 from tests.e2e.dashboard_image import Phase, render_dashboard_image
 from tests.e2e.load import LoadGenerator
 from tests.e2e.processes import wait_until
-from tests.e2e.stack import EXPORTER_JOB, ROOT, WINDOW, Stack, alert_overrides, running_stack
+from tests.e2e.stack import (
+    EXPORTER_JOB,
+    ROOT,
+    SGLANG_JOB,
+    WINDOW,
+    Stack,
+    alert_overrides,
+    running_stack,
+)
 from tests.e2e.webhook import Delivered
 from tests.monitoring.expressions import all_promql_expressions
 
@@ -42,6 +67,11 @@ REJECTED = "SpecDecodeDraftsRejected"
 # Inhibited by SpecDecodeDraftsRejected in Alertmanager, but it may be delivered before that
 # alert fires: the accept-length mean crosses its floor (1.5) before 1.05.
 ACCEPT_LOW = "SpecDecodeAcceptLengthLow"
+OUT_OF_ROTATION = "SpecServeWorkerOutOfRotation"
+MISMATCH = "SpecServeAcceptLengthMismatch"
+# May turn pending (never fire: its `for` is longer, tests/e2e/stack.py) at a switch of accept
+# length, while the native and log-derived means catch up with the new phase at their own pace.
+SWITCHING = {MISMATCH}
 
 # acceptance 0.4 -> accept len 1.62, 105 tok/s against a baseline of 90 (stand-in formulas,
 # docs/standin.md); 0.9 -> 3.44 and 223 tok/s. acceptance 0 prints accept len 1.00 exactly and
@@ -76,7 +106,8 @@ def _only(stack: Stack, names: set[str]) -> None:
 
 
 def _delivered_within(
-    stack: Stack, name: str, status: str, since: float, allowed: set[str]
+    stack: Stack, name: str, status: str, since: float, allowed: set[str],
+    deadline_s: float = DEADLINE_S,
 ) -> Delivered:
     """Wait (DEADLINE_S from `since`) for `name` delivered with `status`; on every poll, no alert
     outside `allowed` may be pending or firing at Prometheus."""
@@ -85,8 +116,8 @@ def _delivered_within(
         _only(stack, allowed)
         return bool(stack.receiver.find(name, status))
 
-    timeout = since + DEADLINE_S - time.time()
-    wait_until(f"{name} delivered {status} within {DEADLINE_S} s of the switch", probe, timeout,
+    timeout = since + deadline_s - time.time()
+    wait_until(f"{name} delivered {status} within {deadline_s} s of the switch", probe, timeout,
                services=stack.services)  # fmt: skip
     delivered = stack.receiver.find(name, status)[0]
     _report(f"{name} {status} after the switch", delivered.received_at - since)
@@ -141,7 +172,9 @@ def _phase_drafts_rejected(stack: Stack) -> None:
     prom = stack.prometheus
     switched = time.time()
     stack.set_behaviour(DRAFTS_REJECTED)
-    alert = _delivered_within(stack, REJECTED, "firing", switched, {BELOW, REJECTED, ACCEPT_LOW})
+    alert = _delivered_within(
+        stack, REJECTED, "firing", switched, {BELOW, REJECTED, ACCEPT_LOW} | SWITCHING
+    )
     assert alert.path == "/critical" and alert.labels["severity"] == "critical"
     description = alert.annotations["description"]
     # printf "%.3f": three decimals, so a mean just under the threshold cannot read as it.
@@ -155,7 +188,7 @@ def _phase_drafts_rejected(stack: Stack) -> None:
     # SpecDecodeBelowBaseline back while SpecDecodeDraftsRejected fires for the same instance.
     wait_until(f"{BELOW} inhibited by {REJECTED}", lambda: _inhibited(stack, BELOW), 15,
                services=stack.services)  # fmt: skip
-    _hold_firing(stack, {BELOW, REJECTED}, {BELOW, REJECTED, ACCEPT_LOW})
+    _hold_firing(stack, {BELOW, REJECTED}, {BELOW, REJECTED, ACCEPT_LOW} | SWITCHING)
 
 
 def _inhibited(stack: Stack, name: str) -> bool:
@@ -170,7 +203,7 @@ def _phase_recovery(stack: Stack) -> list[str]:
     prom = stack.prometheus
     switched = time.time()
     stack.set_behaviour(RECOVERED)
-    allowed = {BELOW, REJECTED, ACCEPT_LOW}
+    allowed = {BELOW, REJECTED, ACCEPT_LOW} | SWITCHING
 
     def resolved_at_prometheus() -> bool:
         _only(stack, allowed)
@@ -201,10 +234,72 @@ def _expressions_without_data(stack: Stack) -> list[str]:
             if not stack.prometheus.query(expr)]  # fmt: skip
 
 
+def _router_scraped(stack: Stack) -> None:
+    """Prometheus holds the router's own series: the stand-in in rotation, requests counted,
+    every answer a 200 (the load saw no error)."""
+    prom = stack.prometheus
+    health = prom.query(f'{ROUTER_WORKER_HEALTH}{{job="{ROUTER_JOB}"}}')
+    assert [(h["metric"]["worker"], h["value"][1]) for h in health] == [
+        (stack.standin_url, "1")], health  # fmt: skip
+    routed = prom.value(f'sum({ROUTER_REQUESTS}{{job="{ROUTER_JOB}"}})')
+    assert routed is not None and routed > 0, routed
+    failed = prom.query(f'{ROUTER_UPSTREAM_RESPONSES}{{job="{ROUTER_JOB}",status_code!="200"}}')
+    assert failed == [], failed
+
+
+def _phase_out_of_rotation(stack: Stack) -> None:
+    """(e) The worker removed from the router, as a rollout takes a node out, then put back."""
+    assert stack.router is not None
+    switched = time.time()
+    stack.router.remove(stack.standin_url)
+    alert = _delivered_within(stack, OUT_OF_ROTATION, "firing", switched, {OUT_OF_ROTATION})
+    assert alert.path == "/warning"
+    assert alert.labels["worker"] == stack.standin_url
+    assert alert.labels["instance"] == stack.router.metrics_target
+    assert alert.labels["job"] == ROUTER_JOB
+    assert "= -1: " in alert.annotations["description"], alert.annotations["description"]
+    assert alert.annotations["runbook_url"].endswith("/spec-serve-worker-out-of-rotation.md")
+    back = time.time()
+    stack.router.add(stack.standin_url)
+    _delivered_within(stack, OUT_OF_ROTATION, "resolved", back, {OUT_OF_ROTATION})
+
+
+def _phase_log_cut(stack: Stack) -> None:
+    """(f) The exporter loses the log while the server keeps serving: the log path becomes a
+    link to /dev/null (the launcher reopens the replaced path and writes into it; the exporter
+    follows it and reads nothing, its source still up). Only the native-vs-log disagreement can
+    notice: SpecServeAcceptLengthMismatch is delivered at 100%, alone, and resolved once the
+    path is a file again."""
+    prom = stack.prometheus
+    log = Path(yaml.safe_load(stack.profile.read_text(encoding="utf-8"))["logging"]["file"])
+    native, logged = NATIVE_ACCEPT_LENGTH + WINDOW, ACCEPT_LENGTH_MEAN + WINDOW
+    wait_until("native and log-derived accept length", lambda: prom.value(native) is not None
+               and prom.value(logged) is not None, 30, services=stack.services)  # fmt: skip
+    assert prom.alerts() == [], f"alerts before the cut: {prom.alerts()}"
+    cut = log.with_name(log.name + ".cut")
+    cut.symlink_to(os.devnull)
+    switched = time.time()
+    os.replace(cut, log)
+    # The log-derived mean must empty its window, then `for` (10 s in this test).
+    alert = _delivered_within(stack, MISMATCH, "firing", switched, {MISMATCH},
+                              DEADLINE_S + 10)  # fmt: skip
+    assert alert.path == "/warning" and alert.labels["job"] == SGLANG_JOB, alert.labels
+    description = alert.annotations["description"]
+    assert "differ by 100%" in description, description
+    assert alert.annotations["runbook_url"].endswith("/spec-serve-accept-length-mismatch.md")
+    assert prom.value(logged) is None and (prom.value(native) or 0) > 1.0  # still serving
+    fresh = log.with_name(log.name + ".new")
+    fresh.touch()
+    back = time.time()
+    os.replace(fresh, log)
+    _delivered_within(stack, MISMATCH, "resolved", back, {MISMATCH})
+
+
 def test_alerts_delivered_through_the_real_chain(tmp_path: Path) -> None:
     started = time.time()
     with running_stack(tmp_path / "stack", HEALTHY) as stack:
-        load = LoadGenerator(stack.standin_url, clients=1, max_tokens=48, deadline_s=300)
+        assert stack.router is not None
+        load = LoadGenerator(stack.router.url, clients=1, max_tokens=48, deadline_s=300)
         load.start()
         load.on()  # and on it stays, through every phase
         phases: list[Phase] = []
@@ -222,6 +317,7 @@ def test_alerts_delivered_through_the_real_chain(tmp_path: Path) -> None:
             empty = _phase_recovery(stack)
             phases.append(Phase("d: recovery", begin, time.time()))
             _report("phase d: recovery", phases[-1].end - begin)
+            _router_scraped(stack)
         finally:
             load.stop()
         assert load.errors == [], load.errors[:3]
@@ -241,4 +337,17 @@ def test_alerts_delivered_through_the_real_chain(tmp_path: Path) -> None:
         if os.environ.get(WRITE_IMAGE_ENV) == "1":
             IMAGE.parent.mkdir(parents=True, exist_ok=True)
             IMAGE.write_bytes(out.read_bytes())
+        begin = time.time()
+        _phase_out_of_rotation(stack)
+        _report("phase e: worker out of rotation", time.time() - begin)
+        load = LoadGenerator(stack.standin_url, clients=1, max_tokens=48, deadline_s=180)
+        load.start()
+        load.on()
+        begin = time.time()
+        try:
+            _phase_log_cut(stack)
+        finally:
+            load.stop()
+        _report("phase f: log cut", time.time() - begin)
+        assert load.errors == [], load.errors[:3]
     _report("total", time.time() - started)

@@ -50,3 +50,19 @@ def test_notes_tell_how_to_watch_the_load_and_reach_the_dashboard(tools: Path) -
     assert "3600 s" in notes  # the startup probe budget
     assert "helm test kimi -n inference --logs" in notes
     assert "/d/specserve-overview" in notes
+
+
+def test_notes_tell_how_the_router_finds_the_replicas_and_how_upgrades_roll(tools: Path) -> None:
+    result = helm(tools, "install", "kimi", str(CHART), "--dry-run=client", "-n", "inference",
+                  "--values", str(CHART / "ci" / "replicas-router-values.yaml"))  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    notes = result.stdout.split("NOTES:", 1)[1]
+    assert "Upgrades: RollingUpdate (maxSurge 0, maxUnavailable 1" in notes
+    assert "PodDisruptionBudget kimi-specserve: a node drain evicts at most 1" in notes
+    assert "Role kimi-specserve-router: list/watch pods in inference" in notes
+    assert "kubectl -n inference port-forward svc/kimi-specserve-router 29000:29000" in notes
+    assert "the router's smg_* series as job specserve-router" in notes
+    single = helm(tools, "install", "kimi", str(CHART), "--dry-run=client", "-n", "inference")
+    assert single.returncode == 0, single.stderr
+    assert "Upgrades: Recreate (the old pod frees its GPUs" in single.stdout
+    assert "PodDisruptionBudget" not in single.stdout.split("NOTES:", 1)[1]

@@ -25,6 +25,9 @@ SCHEMA_CASES = [
         "at '/prometheusRule/alerts/SpecDecodeBelowBaseline/for'",
     ),
     (["--set", "router.policy=fastest"], "at '/router/policy'"),
+    # A budget of 0 would block every node drain.
+    (["--set", "podDisruptionBudget.maxUnavailable=0"], "at '/podDisruptionBudget/maxUnavailable'"),
+    (["--set", "router.healthCheck.endpoint=health"], "at '/router/healthCheck/endpoint'"),
     # The profile is checked by the same JSON Schema as `specserve check`.
     (["--set", "profile.version=1,profile.name=x"], "at '/profile': missing properties"),
 ]
@@ -97,6 +100,25 @@ GUARDRAILS = [
         "server.strategy.rollingUpdate.maxSurge is 1: a surge pod needs a whole free GPU node",
     ),
     (["--set", "podMonitor.enabled=true"], "would scrape every pod twice"),
+    (
+        ["--set", "server.strategy.type=RollingUpdate", "--set",
+         "server.strategy.rollingUpdate.maxSurge=0", "--set",
+         "server.strategy.rollingUpdate.maxUnavailable=0"],
+        "server.strategy.rollingUpdate.maxUnavailable is 0 with maxSurge 0: no pod could ever be "
+        "replaced",
+    ),
+    # The router alerts read the job the monitors give the router's series.
+    (
+        ["--set", "router.enabled=true", "--set", "serviceMonitor.routerJob=gateway"],
+        "prometheusRule.alerts.SpecServeWorkerOutOfRotation.thresholds.job is specserve-router "
+        "but the router is scraped as job gateway (serviceMonitor.routerJob)",
+    ),
+    # The router's health check of each worker obeys the same 20 s rule as the probes.
+    (
+        ["--set", "router.enabled=true", "--set", "router.healthCheck.timeoutSeconds=5"],
+        "router.healthCheck: /health_generate runs a one-token generation in SGLang and answers "
+        "503 only after 20 s (SGLANG_HEALTH_CHECK_TIMEOUT), but timeoutSeconds is 5",
+    ),
     # SGLang answers /health(_generate) with 503 only after 20 s: a 10 s probe fails a busy server.
     (
         ["--set", "server.probes.liveness.path=/health"],
@@ -148,4 +170,12 @@ def test_cheap_health_is_accepted_for_liveness_when_the_profile_turns_generation
 def test_rolling_update_without_surge_is_accepted(tools: Path) -> None:
     result = template(tools, "--set", "server.strategy.type=RollingUpdate",
                       "--set", "server.strategy.rollingUpdate.maxSurge=0")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+
+
+def test_a_router_health_check_on_ready_may_be_short(tools: Path) -> None:
+    """/ready generates nothing and answers at once: the 20 s rule does not apply."""
+    result = template(tools, "--set", "router.enabled=true", "--set",
+                      "router.healthCheck.endpoint=/ready", "--set",
+                      "router.healthCheck.timeoutSeconds=5")  # fmt: skip
     assert result.returncode == 0, result.stderr

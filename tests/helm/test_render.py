@@ -219,13 +219,15 @@ def test_several_replicas_router_and_anti_affinity(rendered: dict[str, Rendered]
     assert "cat /run/secrets/specserve/api-key" in container["command"][2]
     role = render.one("Role", "specserve-router")
     assert role["rules"] == [
-        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]}
     ]
     ingress = render.one("Ingress")
     backend = ingress["spec"]["rules"][0]["http"]["paths"][0]["backend"]["service"]
     assert backend == {"name": "specserve-router", "port": {"number": 30000}}
     assert "ServiceMonitor" not in {d["kind"] for d in render.docs}
-    assert render.one("PodMonitor")["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    for name in ("specserve", "specserve-router"):
+        monitor = render.one("PodMonitor", name)
+        assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
 
 
 def test_monitoring_objects(rendered: dict[str, Rendered]) -> None:

@@ -134,3 +134,19 @@ def test_image_pins_agree_with_versions_yaml() -> None:
     assert (values["router"]["image"]["repository"], values["router"]["image"]["tag"]) == (
         router["repository"], router["tag"],
     )  # fmt: skip
+
+
+def test_the_router_is_scraped_as_the_job_the_rules_and_the_dashboard_select() -> None:
+    """serviceMonitor.routerJob, the router alerts' job (specserve/monitoring/rules.py) and the
+    dashboard's router_job variable are three copies of one name: a drift would leave the router
+    alerts and panels watching nothing."""
+    from specserve.monitoring import rules
+
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    job = values["serviceMonitor"]["routerJob"]
+    assert job == rules.ROUTER_JOB
+    for alert in ("SpecServeWorkerOutOfRotation", "SpecServeRouterDown"):
+        assert values["prometheusRule"]["alerts"][alert]["thresholds"]["job"] == job
+    dashboard = json.loads((CHART / "files" / "dashboards" / "specserve.json").read_text())
+    (variable,) = [v for v in dashboard["templating"]["list"] if v["name"] == "router_job"]
+    assert variable["query"] == job

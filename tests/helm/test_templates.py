@@ -125,6 +125,7 @@ def document(case: Case) -> dict[str, Any] | None:
 SGLANG = "spec.template.spec.containers[name=sglang]"
 EXPORTER = "spec.template.spec.containers[name=exporter]"
 POD = "spec.template.spec"
+ROUTER = "spec.template.spec.containers[name=router]"
 DEPLOY = ("deployment.yaml", "Deployment/specserve")
 
 # fmt: off
@@ -263,6 +264,96 @@ CASES: list[Case] = [
         Equal(f"{POD}.containers[name=router].securityContext.readOnlyRootFilesystem", True),
         Contains(f"{POD}.containers[name=router].args", "--prometheus-port"),
     ), values="replicas-router"),
+    Case("discovers the release's ready server pods through the Kubernetes API", "router.yaml",
+         "Deployment/specserve-router", (
+        Equal(f"{ROUTER}.args", [
+            "--host", "0.0.0.0", "--port", "30000", "--policy", "cache_aware",
+            "--service-discovery", "--service-discovery-namespace", "inference",
+            # The server container's port (the profile's server.port) on each discovered pod.
+            "--service-discovery-port", "8000",
+            # Exactly the server Deployment's pod selector: no router pod, no other release.
+            "--selector", "app.kubernetes.io/component=server",
+            "app.kubernetes.io/instance=specserve", "app.kubernetes.io/name=specserve",
+            # A generating health check must outlast SGLang's own 20 s (the router's default 5 s
+            # would drop a busy, healthy worker).
+            "--health-check-endpoint", "/health_generate", "--health-check-timeout-secs", "30",
+            "--health-check-interval-secs", "60", "--health-failure-threshold", "3",
+            # Running requests may finish after SIGTERM for as long as the server's own drain.
+            "--shutdown-grace-period-secs", "300",
+            "--prometheus-host", "0.0.0.0", "--prometheus-port", "29000",
+        ]),
+        Equal(f"{ROUTER}.ports[name=metrics].containerPort", 29000),
+        Equal(f"{ROUTER}.lifecycle.preStop", {"sleep": {"seconds": 10}}),
+        Equal(f"{POD}.terminationGracePeriodSeconds", 10 + 300 + 10),
+        Equal(f"{POD}.automountServiceAccountToken", True),
+    ), values="replicas-router"),
+    Case("grants the router only what its discovery calls: list and watch pods, one namespace",
+         "router.yaml", "Role/specserve-router", (
+        Equal("rules", [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]}]),
+        Equal("metadata.namespace", "inference"),
+    ), values="replicas-router"),
+    Case("binds that Role to the router's ServiceAccount only", "router.yaml",
+         "RoleBinding/specserve-router", (
+        Equal("roleRef", {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                          "name": "specserve-router"}),
+        Equal("subjects", [{"kind": "ServiceAccount", "name": "specserve-router",
+                            "namespace": "inference"}]),
+    ), values="replicas-router"),
+    Case("takes the router's health check from its values", "router.yaml",
+         "Deployment/specserve-router", (
+        Contains(f"{ROUTER}.args", "/health"),
+        Contains(f"{ROUTER}.args", "45"),
+        Contains(f"{ROUTER}.args", "--max-concurrent-requests"),
+    ), sets=("router.enabled=true", "router.healthCheck.endpoint=/health",
+             "router.healthCheck.timeoutSeconds=45",
+             "router.extraArgs={--max-concurrent-requests}")),
+    Case("replaces several replicas one node at a time (no surge: GPU nodes are full)", *DEPLOY, (
+        Equal("spec.strategy", {"type": "RollingUpdate",
+                                "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}),
+    ), values="replicas-router"),
+    Case("rolls two replicas one at a time too", *DEPLOY, (
+        Equal("spec.strategy", {"type": "RollingUpdate",
+                                "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}),
+    ), sets=("replicaCount=2", "model.storage=existingClaim")),
+    Case("recreates a single replica (its GPUs freed before the new pod starts)", *DEPLOY, (
+        Equal("spec.strategy", {"type": "Recreate"}),
+        Equal("spec.replicas", 1),
+    )),
+    Case("keeps an explicit strategy as written", *DEPLOY, (
+        Equal("spec.strategy", {"type": "Recreate"}),
+    ), sets=("replicaCount=3", "server.strategy.type=Recreate")),
+    Case("lets a drain take one server pod at a time", "poddisruptionbudget.yaml",
+         "PodDisruptionBudget/specserve", (
+        Equal("spec.maxUnavailable", 1),
+        Equal("spec.selector.matchLabels", {
+            "app.kubernetes.io/name": "specserve", "app.kubernetes.io/instance": "specserve",
+            "app.kubernetes.io/component": "server",
+        }),
+        Equal("spec.unhealthyPodEvictionPolicy", "AlwaysAllow"),
+        Absent("spec.minAvailable"),
+    ), values="replicas-router"),
+    Case("keeps one router pod routing through a drain", "poddisruptionbudget.yaml",
+         "PodDisruptionBudget/specserve-router", (
+        Equal("spec.maxUnavailable", 1),
+        Equal('spec.selector.matchLabels["app.kubernetes.io/component"]', "router"),
+    ), values="replicas-router"),
+    Case("scrapes the router's metrics port as the router job", "servicemonitor.yaml",
+         "ServiceMonitor/specserve-router", (
+        Equal("spec.endpoints", [{
+            "port": "metrics", "path": "/metrics", "interval": "15s", "scrapeTimeout": "10s",
+            "relabelings": [{"action": "replace", "targetLabel": "job",
+                             "replacement": "specserve-router"}],
+        }]),
+        Equal('spec.selector.matchLabels["app.kubernetes.io/component"]', "router"),
+    ), sets=("router.enabled=true",)),
+    Case("scrapes the router pods with a PodMonitor too", "podmonitor.yaml",
+         "PodMonitor/specserve-router", (
+        Equal("spec.podMetricsEndpoints[port=metrics].path", "/metrics"),
+        Equal("spec.podMetricsEndpoints[port=metrics].relabelings[0].replacement",
+              "specserve-router"),
+        Equal('spec.selector.matchLabels["app.kubernetes.io/component"]', "router"),
+        Equal("metadata.labels.release", "kube-prometheus-stack"),
+    ), values="replicas-router"),
     Case("exposes the router's API and metrics", "router.yaml", "Service/specserve-router", (
         Equal("spec.ports[name=http].port", 30000),
         Equal("spec.ports[name=metrics].port", 29000),
@@ -376,6 +467,24 @@ def test_a_profile_change_rolls_the_pods() -> None:
     assert checksum("profileOverrides.drafter.num_steps=2") != default
 
 
+def _kinds(*args: str) -> set[tuple[str, str]]:
+    result = template(_tools(), *args)
+    assert result.returncode == 0, result.stderr
+    return {(d["kind"], d["metadata"]["name"]) for d in yaml.safe_load_all(result.stdout) if d}
+
+
+def test_no_disruption_budget_for_one_replica_or_when_disabled() -> None:
+    """One replica: maxUnavailable 1 protects nothing and minAvailable 1 blocks every drain."""
+    budgets = {n for k, n in _kinds() if k == "PodDisruptionBudget"}
+    assert budgets == set()
+    off = _kinds("--values", str(CHART / "ci" / "replicas-router-values.yaml"),
+                 "--set", "podDisruptionBudget.enabled=false")  # fmt: skip
+    assert not {n for k, n in off if k == "PodDisruptionBudget"}
+    one_router = _kinds("--values", str(CHART / "ci" / "replicas-router-values.yaml"),
+                        "--set", "router.replicaCount=1")  # fmt: skip
+    assert {n for k, n in one_router if k == "PodDisruptionBudget"} == {"specserve"}
+
+
 def test_disabling_the_rule_object_renders_nothing() -> None:
     result = template(_tools(), "--set", "prometheusRule.enabled=false")
     assert result.returncode == 0, result.stderr
@@ -389,6 +498,7 @@ def test_every_template_has_a_case() -> None:
     covered = {c.template for c in CASES} | {
         "hook-validate.yaml", "ingress.yaml", "job-download.yaml", "configmap-profile.yaml",
         "tests", "_helpers.tpl", "NOTES.txt",
+        "leaderworkerset.yaml",  # multi-node profiles: tests/helm/test_leaderworkerset.py
     }
     present = {p.name for p in (CHART / "templates").iterdir()}
     assert present <= covered, sorted(present - covered)

@@ -10,7 +10,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from specserve.monitoring.dashboard import EXPORTER_JOB_VARIABLE, build_dashboard, iter_panels
+from specserve.monitoring.dashboard import (
+    EXPORTER_JOB_VARIABLE,
+    ROUTER_JOB_VARIABLE,
+    build_dashboard,
+    iter_panels,
+)
 from specserve.monitoring.grafana_alerting import grafana_alert_rules
 from specserve.monitoring.overrides import resolve_settings
 
@@ -18,6 +23,7 @@ GRAFANA_VARIABLES: dict[str, str] = {
     "$__rate_interval": "1m",
     "$__range": "1h",
     "$" + EXPORTER_JOB_VARIABLE: "specserve-exporter",
+    "$" + ROUTER_JOB_VARIABLE: "specserve-router",
 }
 
 

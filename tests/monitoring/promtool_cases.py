@@ -33,10 +33,18 @@ from specserve.monitoring.rules import (
     ALERTS_BY_NAME,
     DECODE_LINE_RATE,
     DEFAULT_RUNBOOK_BASE_URL,
+    FLEET_SLOWEST_THROUGHPUT,
+    FLEET_THROUGHPUT,
+    ITL_P99,
+    NATIVE_ACCEPT_LENGTH,
+    NATIVE_GRAPH_RATIO,
     RECORDING_WINDOW,
     REJECTED_RATIO,
+    REPLICA_THROUGHPUT,
+    REPLICA_THROUGHPUT_SHARE,
     SPEEDUP_RATIO,
     THROUGHPUT_MEAN,
+    TTFT_P99,
     Alert,
 )
 
@@ -358,7 +366,7 @@ CASES: dict[str, list[Case]] = {
             },
             (
                 Check("SpecDecodeGraphDisabled", "5m"),
-                Check("SpecDecodeGraphDisabled", "10m", (Firing(T1),)),
+                Check("SpecDecodeGraphDisabled", "10m", (Firing(T1, "0%"),)),
                 Check("SpecDecodeGraphDisabled", "25m"),
             ),
         ),
@@ -379,7 +387,7 @@ CASES: dict[str, list[Case]] = {
                 f'specserve_decode_graph_enabled{{{ranked(graph="cuda")}}}': "0x40",
             },
             (
-                Check("SpecDecodeGraphDisabled", "10m", (Firing(T1),)),
+                Check("SpecDecodeGraphDisabled", "10m", (Firing(T1, "0%"),)),
                 Check("SpecDecodeGraphDisabled", "16m"),
                 Check("SpecDecodeGraphDisabled", "30m"),
             ),
@@ -606,6 +614,480 @@ RECORDING_CASES: list[Case] = [
             (_at(SPEEDUP_RATIO), "10m", ()),
             (_at(DECODE_LINE_RATE), "10m", ((T1, 0.0),)),
             (_at(REJECTED_RATIO), "10m", ()),
+        ),
+    ),
+]
+
+
+# --- fleet and router (issue 19) ------------------------------------------------------------
+ROUTER = {"job": "specserve-router", "instance": "router:29000"}
+NODE3 = "node3:9433"
+T3 = {"job": JOB, "instance": NODE3}
+WORKER1 = {**ROUTER, "worker": "http://node1:8000"}
+WORKER2 = {**ROUTER, "worker": "http://node2:8000"}
+
+
+def _worker(labels: dict[str, str], health: str, circuit: str) -> dict[str, str]:
+    """A worker as the router exports it: health (1 in, 0 failing, -1 removed) and circuit
+    breaker state (0 closed, 1 open, 2 half-open, -1 removed)."""
+    text = _labels_text(labels)
+    return {f"smg_worker_health{text}": health, f"smg_worker_cb_state{text}": circuit}
+
+
+def _replica(instance: str, per_minute: tuple[tuple[float, int], ...], dp: str = "0",
+             concurrency: str = "4") -> dict[str, str]:
+    """One replica decoding `tok/s` for `minutes`, segment after segment (one window/minute)."""
+    labels = ranked(instance, dp, concurrency=concurrency)
+    minutes = sum(m for _, m in per_minute)
+    return {f"{TPUT}_sum{{{labels}}}": counter(*per_minute),
+            f"{TPUT}_count{{{labels}}}": counter((1, minutes))}  # fmt: skip
+
+
+def _idle_replica(instance: str) -> dict[str, str]:
+    """A replica that decoded before and prints no decode line now: both counters flat."""
+    labels = ranked(instance, concurrency="4")
+    return {f"{TPUT}_sum{{{labels}}}": "9000x30", f"{TPUT}_count{{{labels}}}": "90x30"}
+
+
+CASES.update({
+    "SpecServeWorkerOutOfRotation": [
+        Case(
+            "a rollout stopped with the worker removed: fires after `for` (30m), re-adding "
+            "it resolves",
+            {**_worker(WORKER1, "1x5 -1x40 1x20", "0x5 -1x40 0x20"),
+             **_worker(WORKER2, "1x65", "0x65")},
+            (
+                Check("SpecServeWorkerOutOfRotation", "30m"),  # pending since 6m
+                Check("SpecServeWorkerOutOfRotation", "40m", (Firing(WORKER1, "-1"),)),
+                Check("SpecServeWorkerOutOfRotation", "50m"),
+            ),
+        ),
+        Case(
+            "one node's restart in a rolling deploy (10m out) and a half-open circuit stay "
+            "silent",
+            {**_worker(WORKER1, "1x5 -1x10 1x40", "0x5 -1x10 0x40"),
+             **_worker(WORKER2, "1x55", "0x20 2x35")},
+            (Check("SpecServeWorkerOutOfRotation", "20m"),
+             Check("SpecServeWorkerOutOfRotation", "50m")),
+        ),
+        Case(
+            "an open circuit breaker and failing health checks fire; the circuit closing "
+            "resolves it",
+            {**_worker(WORKER1, "1x60", "0x5 1x40 0x15"),
+             **_worker(WORKER2, "1x2 0x58", "0x60")},
+            (
+                Check("SpecServeWorkerOutOfRotation", "40m",
+                      (Firing(WORKER1, "0"), Firing(WORKER2, "0"))),
+                Check("SpecServeWorkerOutOfRotation", "55m", (Firing(WORKER2, "0"),)),
+            ),
+        ),
+    ],
+    "SpecServeRouterDown": [
+        Case(
+            "router target down fires, back up resolves",
+            {f"up{_labels_text(ROUTER)}": "1x2 0x15 1x10"},
+            (
+                Check("SpecServeRouterDown", "7m"),  # pending since 3m
+                Check("SpecServeRouterDown", "10m", (Firing(ROUTER),)),
+                Check("SpecServeRouterDown", "20m"),
+            ),
+        ),
+        Case(
+            "no router at all (one server, no fleet) and a router that is up stay silent",
+            {f"up{{{target()}}}": "1x20",
+             'up{job="specserve-router",instance="router2:29000"}': "1x20"},
+            (Check("SpecServeRouterDown", "10m"),),
+        ),
+    ],
+    "SpecServeFleetReplicaSlow": [
+        Case(
+            "three replicas at 100, 100 and 40 tok/s: the slow one is at 50% of the mean "
+            "(80) and fires; back at 100 it resolves",
+            {**_replica(NODE1, ((100, 45),)), **_replica(NODE2, ((100, 45),)),
+             **_replica(NODE3, ((40, 30), (100, 15)))},
+            (
+                Check("SpecServeFleetReplicaSlow", "15m"),  # pending: true since 1m, for 15m
+                Check("SpecServeFleetReplicaSlow", "25m", (Firing(T3, "50%"),)),
+                Check("SpecServeFleetReplicaSlow", "40m"),
+            ),
+        ),
+        Case(
+            "one replica decoding and two idle, and replicas within 30% of each other, "
+            "stay silent",
+            {**_replica(NODE1, ((100, 30),)), **_idle_replica(NODE2), **_idle_replica(NODE3),
+             **_replica("node4:9433", ((100, 30),), concurrency="8"),
+             **_replica("node5:9433", ((80, 30),), concurrency="8")},
+            (Check("SpecServeFleetReplicaSlow", "25m"),),
+        ),
+    ],
+})
+
+RECORDING_CASES.append(
+    Case(
+        "fleet: a replica's mean spans its buckets and sums its DP ranks; the fleet sums the "
+        "replicas, its slowest is the minimum, each replica's share is over their mean",
+        {
+            **_replica(NODE1, ((240, 20),), "0", "4"),
+            f"{TPUT}_count{{{ranked(NODE1, '0', concurrency='4')}}}": counter((2, 20)),
+            **_replica(NODE1, ((360, 20),), "0", "16"),
+            **_replica(NODE1, ((100, 20),), "1", "4"),
+            **_replica(NODE2, ((100, 20),), "0", "4"),
+        },
+        (),
+        (
+            (_at(REPLICA_THROUGHPUT), "10m", ((T1, 300.0), (T2, 100.0))),
+            (_at(FLEET_THROUGHPUT), "10m", (({"job": JOB}, 400.0),)),
+            (_at(FLEET_SLOWEST_THROUGHPUT), "10m", (({"job": JOB}, 100.0),)),
+            (_at(REPLICA_THROUGHPUT_SHARE), "10m", ((T1, 1.5), (T2, 0.5))),
+        ),
+    )
+)
+
+
+# --- SGLang's native series (issue 18 items 3 and 5) ---------------------------------------------
+# As SGLang's metrics_collector.py labels them: the tokenizer's counters and histograms carry
+# model_name and engine_type (and is_streaming on generated tokens and TTFT), the scheduler's
+# also tp_rank, pp_rank, moe_ep_rank (and mode on cuda_graph_passes_total).
+SGLANG_NODE1 = "node1:8000"
+S1 = {"job": "sglang", "instance": SGLANG_NODE1, "model_name": "kimi", "engine_type": "unified"}
+RANK0 = {"tp_rank": "0", "pp_rank": "0", "moe_ep_rank": "0"}
+GRAPH_PASSES = "sglang:cuda_graph_passes_total"
+
+
+def sglang(instance: str = SGLANG_NODE1, **extra: str) -> str:
+    labels = {**S1, "instance": instance, **extra}
+    return ",".join(f'{key}="{value}"' for key, value in labels.items())
+
+
+def _native_accept(tokens_per_min: float, verify_per_min: float, minutes: int) -> dict[str, str]:
+    """Generated tokens split over streaming and not (both summed), verify calls as counted."""
+    return {
+        f'sglang:generation_tokens_total{{{sglang(is_streaming="false")}}}': counter(
+            (tokens_per_min * 0.6, minutes)
+        ),
+        f'sglang:generation_tokens_total{{{sglang(is_streaming="true")}}}': counter(
+            (tokens_per_min * 0.4, minutes)
+        ),
+        f"sglang:spec_verify_calls_total{{{sglang()}}}": counter((verify_per_min, minutes)),
+    }
+
+
+def _log_accept(*segments: tuple[float, int]) -> dict[str, str]:
+    """The exporter's accept-length histogram: (mean, minutes) segments of 60 lines a minute."""
+    return {
+        f"{ACCEPT}_sum{{{ranked()}}}": counter(*((60 * mean, m) for mean, m in segments)),
+        f"{ACCEPT}_count{{{ranked()}}}": counter(*((60 if mean else 0, m) for mean, m in segments)),
+    }
+
+
+def _graph_passes(graph: str, none: str, tp: str = "0") -> dict[str, str]:
+    ranks = {**RANK0, "tp_rank": tp}
+    return {
+        f'{GRAPH_PASSES}{{{sglang(**ranks, mode="decode_cuda_graph")}}}': graph,
+        f'{GRAPH_PASSES}{{{sglang(**ranks, mode="decode_none")}}}': none,
+    }
+
+
+def _histogram(name: str, bounds: tuple[str, ...], *phases: tuple[str, int]) -> dict[str, str]:
+    """10 observations a minute, all in the bucket whose upper bound is each phase's `le`."""
+    series: dict[str, str] = {}
+    for le in (*bounds, "+Inf"):
+        segments = [
+            (10.0 if float(le) >= float(into) else 0.0, minutes) for into, minutes in phases
+        ]
+        series[f"{name}_bucket{{{sglang(le=le)}}}"] = counter(*segments)
+    series[f"{name}_count{{{sglang()}}}"] = counter(*((10.0, m) for _, m in phases))
+    return series
+
+
+def _idle(series: dict[str, str], instance: str = "node2:8000") -> dict[str, str]:
+    """The same series on another server whose counters stopped before the test starts."""
+    return {name.replace(SGLANG_NODE1, instance): "700x30" for name in series}
+
+
+READ = "specserve_log_lines_read_total"
+TTFT = "sglang:time_to_first_token_seconds"
+TTFT_BOUNDS = ("0.4", "0.6", "1", "2", "4", "6", "8")
+ITL = "sglang:inter_token_latency_seconds"
+ITL_BOUNDS = ("0.06", "0.08", "0.1", "0.2", "0.4")
+
+CASES["SpecDecodeDraftsRejected"] += [
+    Case(
+        "native counters say 1.00 while the log says 2.50: the native value fires, once, under "
+        "the exporter's labels (its inhibitions and identity hold whichever source speaks)",
+        {**_native_accept(60, 60, 30), **_log_accept((2.5, 30))},
+        (
+            Check("SpecDecodeDraftsRejected", "2m"),
+            Check("SpecDecodeDraftsRejected", "6m", (Firing(T1, "1.000"),)),
+        ),
+    ),
+    Case(
+        "native 1.00 for 10m, then 2.50: resolves; a log misread as 1.00 never fires beside it",
+        {
+            f'sglang:generation_tokens_total{{{sglang(is_streaming="false")}}}': counter(
+                (60, 10), (150, 20)
+            ),
+            f"sglang:spec_verify_calls_total{{{sglang()}}}": counter((60, 30)),
+            **_log_accept((1.0, 30)),
+        },
+        (
+            Check("SpecDecodeDraftsRejected", "8m", (Firing(T1, "1.000"),)),
+            Check("SpecDecodeDraftsRejected", "20m"),
+        ),
+    ),
+    Case(
+        "native 1.00 under the exporter's labels while it reads lines; once the log is lost "
+        "(no decode line since 5m) the native series fires alone",
+        {**_native_accept(60, 60, 30), **_log_accept((2.5, 5), (0.0, 25))},
+        (
+            Check("SpecDecodeDraftsRejected", "4m", (Firing(T1, "1.000"),)),
+            Check("SpecDecodeDraftsRejected", "12m", (Firing(S1, "1.000"),)),
+        ),
+    ),
+]
+CASES["SpecDecodeAcceptLengthLow"] += [
+    Case(
+        "native accept length 1.30 fires after 15m and resolves at 2.50; the log is not read",
+        {
+            f'sglang:generation_tokens_total{{{sglang(is_streaming="true")}}}': counter(
+                (78, 25), (150, 20)
+            ),
+            f"sglang:spec_verify_calls_total{{{sglang()}}}": counter((60, 45)),
+            **_log_accept((2.5, 45)),
+        },
+        (
+            Check("SpecDecodeAcceptLengthLow", "15m"),
+            Check("SpecDecodeAcceptLengthLow", "20m", (Firing(T1, "1.300"),)),
+            Check("SpecDecodeAcceptLengthLow", "35m"),
+        ),
+    ),
+    Case(
+        "a non-speculative server: generated tokens but no verify call, no native accept length",
+        {f'sglang:generation_tokens_total{{{sglang(is_streaming="false")}}}': counter((60, 30))},
+        (Check("SpecDecodeAcceptLengthLow", "25m"), Check("SpecDecodeDraftsRejected", "25m")),
+    ),
+]
+CASES["SpecDecodeGraphDisabled"] += [
+    Case(
+        "native: no decode pass ran a graph (no decode_cuda_graph series yet) fires at 0%; "
+        "graph passes resolve",
+        {
+            f'{GRAPH_PASSES}{{{sglang(**RANK0, mode="decode_none")}}}': counter((60, 20), (0, 20)),
+            f'{GRAPH_PASSES}{{{sglang(**RANK0, mode="decode_cuda_graph")}}}': "_x20 0+60x20",
+        },
+        (
+            Check("SpecDecodeGraphDisabled", "4m"),
+            Check("SpecDecodeGraphDisabled", "10m", (Firing(S1, "0%"),)),
+            Check("SpecDecodeGraphDisabled", "30m"),
+        ),
+    ),
+    Case(
+        "native: a quarter of the passes on two TP ranks ran without a graph: 75%",
+        {
+            **_graph_passes(counter((30, 30)), counter((10, 30))),
+            **_graph_passes(counter((30, 30)), counter((10, 30)), tp="1"),
+        },
+        (Check("SpecDecodeGraphDisabled", "15m", (Firing(S1, "75%"),)),),
+    ),
+    Case(
+        "native: every pass ran a graph while a stale log gauge says False: native wins, silent",
+        {
+            **_graph_passes(counter((60, 30)), "0x30"),
+            **_decoding(),
+            f'specserve_decode_graph_enabled{{{ranked(graph="cuda")}}}': "0x30",
+        },
+        (Check("SpecDecodeGraphDisabled", "15m"),),
+    ),
+]
+CASES["SpecServeAcceptLengthMismatch"] = [
+    Case(
+        "the exporter loses the log at 15m while SGLang keeps serving: 100% once the window "
+        "holds no line at all, fires after `for`; the log coming back resolves",
+        {
+            **_native_accept(150, 60, 50),
+            **_log_accept((2.5, 15), (0.0, 20), (2.5, 15)),
+            f"{READ}{{{target()}}}": counter((200, 15), (0, 20), (200, 15)),
+        },
+        (
+            Check("SpecServeAcceptLengthMismatch", "15m"),
+            Check("SpecServeAcceptLengthMismatch", "25m"),  # pending since the mean vanished
+            Check("SpecServeAcceptLengthMismatch", "32m", (Firing(S1, "100%"),)),
+            Check("SpecServeAcceptLengthMismatch", "45m"),
+        ),
+    ),
+    Case(
+        "a changed format misread as 1.50 against native 2.50: 40% fires",
+        {**_native_accept(150, 60, 30), **_log_accept((1.5, 30))},
+        (
+            Check("SpecServeAcceptLengthMismatch", "5m"),
+            Check("SpecServeAcceptLengthMismatch", "13m", (Firing(S1, "40%"),)),
+        ),
+    ),
+    Case(
+        "sources within the tolerance (native 2.50, log 2.40: 4%), and an idle server",
+        {
+            **_native_accept(150, 60, 30),
+            **_log_accept((2.4, 30)),
+            **_idle(_native_accept(150, 60, 1)),
+        },
+        (Check("SpecServeAcceptLengthMismatch", "25m"),),
+    ),
+    Case(
+        "lines read (prefill, HTTP) but no decode line yet, as at start or under sparse short "
+        "requests: nothing to compare, silent; the exporter down entirely: 100% fires",
+        {
+            **_native_accept(150, 60, 40),
+            f"{READ}{{{target()}}}": counter((30, 20)),
+        },
+        (
+            Check("SpecServeAcceptLengthMismatch", "18m"),
+            Check("SpecServeAcceptLengthMismatch", "38m", (Firing(S1, "100%"),)),
+        ),
+    ),
+    Case(
+        "no native metrics (--enable-metrics off): only the log, silent",
+        _log_accept((2.5, 30)),
+        (Check("SpecServeAcceptLengthMismatch", "25m"),),
+    ),
+]
+CASES["SpecServeTimeToFirstTokenHigh"] = [
+    Case(
+        "p99 TTFT in the 4-6 s bucket (5.98 s) above the 4 s SLO fires; under 0.6 s resolves",
+        _histogram(TTFT, TTFT_BOUNDS, ("6", 25), ("0.6", 20)),
+        (
+            Check("SpecServeTimeToFirstTokenHigh", "8m"),
+            Check("SpecServeTimeToFirstTokenHigh", "15m", (Firing(S1, "5.98s"),)),
+            Check("SpecServeTimeToFirstTokenHigh", "40m"),
+        ),
+    ),
+    Case(
+        "healthy p99 TTFT (under 2 s), and an idle server whose histogram stopped",
+        {
+            **_histogram(TTFT, TTFT_BOUNDS, ("2", 30)),
+            **_idle(_histogram(TTFT, TTFT_BOUNDS, ("8", 1))),
+        },
+        (Check("SpecServeTimeToFirstTokenHigh", "25m"),),
+    ),
+]
+CASES["SpecServeInterTokenLatencyHigh"] = [
+    Case(
+        "p99 ITL in the 0.2-0.4 s bucket (398 ms) above the 0.1 s SLO fires; 80 ms resolves",
+        _histogram(ITL, ITL_BOUNDS, ("0.4", 25), ("0.08", 20)),
+        (
+            Check("SpecServeInterTokenLatencyHigh", "8m"),
+            Check("SpecServeInterTokenLatencyHigh", "15m", (Firing(S1, "398ms"),)),
+            Check("SpecServeInterTokenLatencyHigh", "40m"),
+        ),
+    ),
+    Case(
+        "healthy p99 ITL (under 60 ms), and an idle server",
+        {
+            **_histogram(ITL, ITL_BOUNDS, ("0.06", 30)),
+            **_idle(_histogram(ITL, ITL_BOUNDS, ("0.4", 1))),
+        },
+        (Check("SpecServeInterTokenLatencyHigh", "25m"),),
+    ),
+]
+RECORDING_CASES += [
+    Case(
+        "native: generated tokens (streaming and not) over verify calls; decode graph share over "
+        "TP ranks, prefill passes ignored; p99 TTFT and ITL interpolated in their bucket",
+        {
+            **_native_accept(150, 60, 20),
+            # Half the passes with a graph: a share float division gives exactly.
+            **_graph_passes(counter((30, 20)), counter((10, 20))),
+            **_graph_passes(counter((10, 20)), counter((30, 20)), tp="1"),
+            f'{GRAPH_PASSES}{{{sglang(**RANK0, mode="prefill_none")}}}': counter((500, 20)),
+            **_histogram(TTFT, TTFT_BOUNDS, ("1", 20)),
+            **_histogram(ITL, ITL_BOUNDS, ("0.1", 20)),
+        },
+        (),
+        (
+            (_at(NATIVE_ACCEPT_LENGTH), "10m", ((S1, 2.5),)),
+            (_at(NATIVE_ACCEPT_LENGTH, "2m"), "10m", ((S1, 2.5),)),
+            (_at(NATIVE_GRAPH_RATIO), "10m", ((S1, 0.5),)),
+            (_at(TTFT_P99), "10m", ((S1, 0.6 + 0.4 * 0.99),)),
+            (_at(ITL_P99), "10m", ((S1, 0.08 + 0.02 * 0.99),)),
+        ),
+    ),
+    Case(
+        "native, idle: counters and histograms flat, every native family absent",
+        {
+            **{k: "900x20" for k in _native_accept(150, 60, 1)},
+            **_graph_passes("300x20", "100x20"),
+            **{k: "70x20" for k in _histogram(TTFT, TTFT_BOUNDS, ("1", 1))},
+            **{k: "70x20" for k in _histogram(ITL, ITL_BOUNDS, ("0.1", 1))},
+        },
+        (),
+        (
+            (_at(NATIVE_ACCEPT_LENGTH), "10m", ()),
+            (_at(NATIVE_ACCEPT_LENGTH, "2m"), "10m", ()),
+            (_at(NATIVE_GRAPH_RATIO), "10m", ()),
+            (_at(TTFT_P99), "10m", ()),
+            (_at(ITL_P99), "10m", ()),
+        ),
+    ),
+]
+
+
+# --- adaptive speculation (issue 18 item 4) ---------------------------------------------------
+DRAFT_TOKENS = "specserve_speculative_draft_tokens"
+
+
+def _draft_tokens(values: str, instance: str = NODE1) -> dict[str, str]:
+    """The exporter's draft-token gauge: the server's count under adaptive speculation."""
+    return {f"{DRAFT_TOKENS}{{{target(instance)}}}": values}
+
+
+CASES["SpecDecodeDraftsRejected"] += [
+    Case(
+        "adaptive at 0 steps (1 draft token): accept length 1.00 by SGLang's choice stays "
+        "silent; drafting again (2 draft tokens) at 1.00 it fires; back at 0 steps it resolves",
+        {**_log_accept((1.0, 40)), **_draft_tokens("1x14 2x9 1x15")},
+        (
+            Check("SpecDecodeDraftsRejected", "10m"),
+            Check("SpecDecodeDraftsRejected", "20m", (Firing(T1, "1.000"),)),
+            Check("SpecDecodeDraftsRejected", "28m"),
+        ),
+    ),
+]
+CASES["SpecDecodeAcceptLengthLow"] += [
+    Case(
+        "accept length 1.30 while adaptive runs 0 steps: not a drafter verdict, silent",
+        {**_log_accept((1.3, 30)), **_draft_tokens("1x30")},
+        (Check("SpecDecodeAcceptLengthLow", "20m"), Check("SpecDecodeAcceptLengthLow", "25m")),
+    ),
+]
+CASES["SpecDecodeAcceptAboveDraftTokens"] = [
+    Case(
+        "the exporter holds 4 draft tokens while the server accepts 5.50 a pass: fires; once "
+        "it holds the server's 8 it resolves",
+        {**_log_accept((5.5, 40)), **_draft_tokens("4x19 8x21")},
+        (
+            Check("SpecDecodeAcceptAboveDraftTokens", "8m"),  # pending, for 10m
+            Check("SpecDecodeAcceptAboveDraftTokens", "15m", (Firing(T1, "1.375"),)),
+            Check("SpecDecodeAcceptAboveDraftTokens", "22m"),
+        ),
+    ),
+    Case(
+        "healthy: 3.20 accepted of 4 draft tokens; an idle server beside it",
+        {
+            **_log_accept((3.2, 30)),
+            **_draft_tokens("4x30"),
+            **_draft_tokens("4x30", NODE2),
+        },
+        (
+            Check("SpecDecodeAcceptAboveDraftTokens", "15m"),
+            Check("SpecDecodeAcceptAboveDraftTokens", "25m"),
+        ),
+    ),
+    Case(
+        "adaptive: the exporter follows the server from 4 to 8 draft tokens as the accept "
+        "length rises from 3.50 to 6.00: never above the count",
+        {**_log_accept((3.5, 10), (6.0, 30)), **_draft_tokens("4x9 8x30")},
+        (
+            Check("SpecDecodeAcceptAboveDraftTokens", "15m"),
+            Check("SpecDecodeAcceptAboveDraftTokens", "30m"),
         ),
     ),
 ]

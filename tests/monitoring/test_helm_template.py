@@ -105,7 +105,17 @@ def test_window_values_render_the_window_override_rule_file(
     committed = yaml.safe_load((window_tests / WINDOW_OVERRIDE_RULE_FILE).read_text())
     assert rendered == committed
     drafts = {r["alert"]: r for r in rendered["groups"][1]["rules"]}["SpecDecodeDraftsRejected"]
-    assert drafts["expr"] == "instance:specserve_decode_accept_length:mean1m < 1.05"
+    # Native accept length where SGLang exports it, the log-derived mean otherwise.
+    assert drafts["expr"] == (
+        "(\n  (\n    (\n      instance:specserve_decode_accept_length:mean1m * 0\n"
+        "      + on () group_left ()\n"
+        "      min by () (instance:sglang_spec_accept_length:ratio_rate1m)\n    )\n"
+        "    or\n    instance:specserve_decode_accept_length:mean1m\n"
+        "    or on ()\n    instance:sglang_spec_accept_length:ratio_rate1m\n  )\n"
+        # Adaptive speculation at 0 steps (1 draft token) is no verdict on the drafter.
+        "  unless on ()\n"
+        "  (min by () (min_over_time(specserve_speculative_draft_tokens[1m])) < 2)\n)\n< 1.05"
+    )
     assert "over 1m is" in drafts["annotations"]["description"]
     mean1m = {r["record"]: r for r in rendered["groups"][0]["rules"]}[
         "instance:specserve_decode_accept_length:mean1m"

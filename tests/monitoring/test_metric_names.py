@@ -20,6 +20,8 @@ from .expressions import all_promql_expressions
 _SPECSERVE = re.compile(r"\bspecserve_[a-z_]+")
 _SGLANG = re.compile(r"\bsglang:[a-z0-9_]+")
 _DCGM = re.compile(r"\bDCGM_FI_[A-Z_]+")
+# SGLang's router (smg_*, specserve.monitoring.metrics.ROUTER_METRICS).
+_ROUTER = re.compile(r"\bsmg_[a-z_]+")
 
 
 def _exporter_series() -> set[str]:
@@ -38,9 +40,10 @@ def _other_names() -> set[str]:
 def _queried(text: str) -> tuple[set[str], set[str]]:
     # Recording rule names (`instance:specserve_...:mean5m`) are ours, not series anyone serves.
     text = re.sub(r"\b[a-z_]+:specserve_[a-z_]+:[a-z_0-9]+", "", text)
-    # SGLang's histograms are declared by family name; queries read their `_bucket` series.
-    sglang = {re.sub(r"_bucket$", "", name) for name in _SGLANG.findall(text)}
-    return set(_SPECSERVE.findall(text)), sglang | set(_DCGM.findall(text))
+    # SGLang's histograms are declared by family name; queries read `_bucket` and `_count`.
+    sglang = {re.sub(r"_(bucket|count)$", "", name) for name in _SGLANG.findall(text)}
+    router = {re.sub(r"_bucket$", "", name) for name in _ROUTER.findall(text)}
+    return set(_SPECSERVE.findall(text)), sglang | set(_DCGM.findall(text)) | router
 
 
 @pytest.mark.parametrize(
@@ -71,8 +74,15 @@ def test_every_query_uses_declared_metrics() -> None:
     assert others <= _other_names(), sorted(others - _other_names())
     # The dashboard shows SGLang's native metrics and the GPUs next to the exporter's.
     assert {metrics.SGLANG_RUNNING_REQUESTS, metrics.DCGM_GPU_UTIL} <= others
+    # ... and the router's (issue 19).
+    assert {metrics.ROUTER_WORKER_HEALTH, metrics.ROUTER_REQUEST_DURATION} <= others
 
 
 def test_an_undeclared_metric_is_caught() -> None:
     ours, _ = _queried("rate(specserve_decode_accept_lenght_sum[5m])")
     assert not ours <= _exporter_series()
+
+
+def test_an_undeclared_router_metric_is_caught() -> None:
+    _, others = _queried("smg_worker_healthy{job='specserve-router'}")
+    assert others == {"smg_worker_healthy"} and not others <= _other_names()

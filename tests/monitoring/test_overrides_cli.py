@@ -33,7 +33,7 @@ def test_valid_overrides_have_no_problems() -> None:
         ({"SpecDecodeDraftRejected": {}}, "did you mean 'SpecDecodeDraftsRejected'"),
         ({"SpecDecodeBelowBaseline": {"thresholds": {"tolerence": 1}}},
          "unknown threshold 'tolerence'; did you mean 'tolerance'"),
-        ({"SpecDecodeGraphDisabled": {"thresholds": {"x": 1}}}, "this alert has no thresholds"),
+        ({"SpecServeLogSourceDown": {"thresholds": {"x": 1}}}, "this alert has no thresholds"),
         ({"SpecDecodeBelowBaseline": {"for": "5 min"}}, "is not a Prometheus duration"),
         ({"SpecDecodeBelowBaseline": {"enabled": "no"}}, "expected true or false"),
         ({"SpecDecodeBelowBaseline": {"thresholds": {"tolerance": "high"}}},
@@ -89,7 +89,10 @@ def test_cli_render_with_overrides_writes_a_rule_file_promtool_accepts(
     out = tmp_path / "etc" / "rules.yml"
     assert main(["rules", "render", "--overrides", str(overrides), "--out", str(out)]) == 0
     text = out.read_text()
-    assert "instance:specserve_decode_accept_length:mean2m < 1.2" in text
+    alerts = {r["alert"]: r["expr"] for r in yaml.safe_load(text)["groups"][1]["rules"]}
+    assert alerts["SpecDecodeDraftsRejected"].endswith(
+        "(min_over_time(specserve_speculative_draft_tokens[2m])) < 2)\n)\n< 1.2"
+    )
     assert "SpecDecodeQueueBacklog" not in text
     assert "https://example.org/runbooks/spec-decode-drafts-rejected.md" in text
     result = run(promtool, "check", "rules", str(out))
@@ -138,7 +141,16 @@ def test_cli_render_with_a_window_override(promtool: str, tmp_path: Path) -> Non
     records = {r["record"]: r["expr"] for r in document["groups"][0]["rules"]}
     alerts = {r["alert"]: r for r in document["groups"][1]["rules"]}
     drafts = alerts["SpecDecodeDraftsRejected"]
-    assert drafts["expr"] == "instance:specserve_decode_accept_length:mean1m < 1.05"
+    assert drafts["expr"] == (
+        "(\n  (\n    (\n      instance:specserve_decode_accept_length:mean1m * 0\n"
+        "      + on () group_left ()\n"
+        "      min by () (instance:sglang_spec_accept_length:ratio_rate1m)\n    )\n"
+        "    or\n    instance:specserve_decode_accept_length:mean1m\n"
+        "    or on ()\n    instance:sglang_spec_accept_length:ratio_rate1m\n  )\n"
+        # Adaptive speculation at 0 steps (1 draft token) is no verdict on the drafter.
+        "  unless on ()\n"
+        "  (min by () (min_over_time(specserve_speculative_draft_tokens[1m])) < 2)\n)\n< 1.05"
+    )
     assert drafts["for"] == "30s"
     assert "over 1m is" in drafts["annotations"]["description"]
     assert "rate(specserve_decode_accept_length_sum[1m])" in (

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from helpers import FIXTURES, SHIPPED, check_json, kimi_doc, write_doc
 
 Doc = dict[str, Any]
@@ -300,7 +301,13 @@ def test_shipped_profiles_pass_against_fixtures(profile):
         profile, "--weights-root", str(FIXTURES), "--configs-only", "--require-models"
     )
     assert code == 0, report
-    assert report["errors"] == [] and report["warnings"] == []
+    assert report["errors"] == []
+    # The shipped baselines are not product measurements (the seeds' figure, a copy of it):
+    # they record no settings, which `check` says in the one warning (test_profile_baseline_*).
+    numbers = (yaml.safe_load(profile.read_text()).get("baseline") or {}).get(
+        "gen_throughput_tok_s"
+    )
+    assert [w["field"] for w in report["warnings"]] == (["baseline"] if numbers else [])
 
 
 def test_specforge_drafter_with_explicit_aux_layers_passes(tmp_path):
@@ -316,7 +323,8 @@ def test_warnings_are_separate_and_do_not_fail(tmp_path):
     doc = kimi_doc()
     doc["nccl"]["overrides"] = {"NCCL_CUMEM_ENABLE": "1"}
     code, report = check_json(
-        write_doc(tmp_path, doc), "--weights-root", str(FIXTURES), "--configs-only"
+        write_doc(tmp_path, doc), "--weights-root", str(FIXTURES), "--configs-only",
+        "--no-baseline-check",
     )
     assert code == 0
     assert report["errors"] == []
@@ -327,7 +335,7 @@ def test_warnings_are_separate_and_do_not_fail(tmp_path):
 
 def test_missing_model_dir_is_warning_unless_required(tmp_path):
     path = write_doc(tmp_path, kimi_doc())
-    code, report = check_json(path, "--configs-only")
+    code, report = check_json(path, "--configs-only", "--no-baseline-check")
     assert code == 0
     assert {w["field"] for w in report["warnings"]} == {"target.path", "drafter.path"}
     code, report = check_json(path, "--configs-only", "--require-models")

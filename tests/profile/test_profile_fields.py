@@ -31,6 +31,7 @@ from specserve.profile.fields import (
     docs_table,
 )
 from specserve.profile.flags import OWNED_DESTS, OWNED_FLAGS
+from specserve.profile.likeness import SETTINGS as BASELINE_SETTINGS
 from specserve.profile.model import profile_from_document
 from specserve.profile.render import API_KEY_PLACEHOLDER, EMITTERS, render_argv
 from specserve.profile.schema import profile_schema
@@ -40,10 +41,13 @@ WITH_FLAGS = [f for f in FIELDS if f.owns]
 # Where the model keeps a field under another name, or not at all (read by the checks only).
 MODEL_NAME = {"baseline.gen_throughput_tok_s": (model.Profile, "baseline_gen_throughput")}
 NOT_IN_MODEL = {"version", "baseline.source"}
+# What a baseline was measured with: read from the document by specserve/profile/likeness.py.
+NOT_IN_MODEL |= {f"baseline.{key}" for key in BASELINE_SETTINGS}
 SECTION_CLASSES: dict[str, type] = {
     "target": model.Target,
     "drafter": model.Drafter,
     "parallelism": model.Parallelism,
+    "nodes": model.Nodes,
     "gpu": model.Gpu,
     "server": model.Server,
     "nccl": model.Nccl,
@@ -52,6 +56,8 @@ SECTION_CLASSES: dict[str, type] = {
 # What the special emitters need besides the row's own value to render at all.
 SPECIAL_SETUP: dict[str, dict[str, Any]] = {
     "server.disable_cuda_graph": {"server.allow_disable_cuda_graph": True},
+    # Over several nodes every rank needs rank 0's address (the deploy's, or the profile's).
+    "nodes.count": {"nodes.rendezvous_host": "rank0.example"},
 }
 
 

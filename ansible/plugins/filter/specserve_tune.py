@@ -21,6 +21,7 @@ from specserve.buckets import concurrency_bucket
 try:
     from specserve.profile.checks import CheckOptions, run_checks
     from specserve.profile.facts import document_speculates
+    from specserve.profile.likeness import SETTINGS as BASELINE_SETTINGS
     from specserve.profile.model import profile_from_document
     from specserve.profile.schema import schema_issues
     from specserve.profile.variants import speculative_max_running_requests
@@ -62,6 +63,7 @@ def profile_edit(
     text: str,
     speculative: dict[str, Any] | str | None = None,
     baseline: dict[str, Any] | None = None,
+    drop_baseline: bool = False,
 ) -> str:
     """`text` (a profile) with its speculation switched off or retuned, and/or a new baseline.
 
@@ -70,8 +72,13 @@ def profile_edit(
     sets drafter.num_steps / eagle_topk / num_draft_tokens and, when it has `nccl_preset`,
     nccl.preset. baseline: the `baseline` block (`specserve bench
     baseline-from` output, with or without its `baseline:` key) replaces the profile's.
+    A tuning point (a mapping with `speculative: false`) is the same as "off"; one with
+    `max_running_requests` pins server.max_running_requests to it and one with `adaptive`
+    sets drafter.adaptive. drop_baseline removes the `baseline` block.
     """
     doc = _load(text)
+    if isinstance(speculative, dict) and speculative.get("speculative") is False:
+        speculative = "off"
     if speculative == "off":
         # Like for like: the baseline runs with the running-request cap the speculative server
         # has (its own value, else the 48 SGLang applies under speculation), not uncapped.
@@ -89,11 +96,16 @@ def profile_edit(
         for key in TREE:
             if key in speculative:
                 doc["drafter"][key] = int(speculative[key])
+        if "adaptive" in speculative:
+            doc["drafter"]["adaptive"] = bool(speculative["adaptive"])
         preset = speculative.get("nccl_preset")
         if preset:
             doc.setdefault("nccl", {})["preset"] = str(preset)
+        _pin_running(doc, speculative.get("max_running_requests"))
     elif speculative is not None:
         raise AnsibleFilterError(f"speculative must be 'off' or a mapping, not {speculative!r}")
+    if drop_baseline:
+        doc.pop("baseline", None)
     if baseline is not None:
         block = baseline.get("baseline", baseline)
         doc["baseline"] = {
@@ -101,8 +113,19 @@ def profile_edit(
                 str(k): round(float(v), 1) for k, v in block["gen_throughput_tok_s"].items()
             },
             "source": str(block.get("source", "")),
+            # What it was measured with, when the block records it (check compares them).
+            **{key: block[key] for key in BASELINE_SETTINGS if key in block},
         }
     return _dump(doc)
+
+
+def _pin_running(doc: Any, cap: Any) -> None:
+    """server.max_running_requests = cap (a tuning point's, the same for every point)."""
+    if cap is None:
+        return
+    if not isinstance(doc.get("server"), dict):
+        doc["server"] = {}
+    doc["server"]["max_running_requests"] = int(cap)
 
 
 def _point_id(point: dict[str, Any]) -> str:
@@ -143,9 +166,10 @@ def _expand(grid: dict[str, Any], extra: list[dict[str, Any]]) -> list[dict[str,
 
 def _problems(text: str, point: dict[str, Any], source: Path) -> list[str]:
     """Errors `specserve check --configs-only` would report for the profile at this point."""
-    for key in TREE:
-        if not isinstance(point[key], int) or isinstance(point[key], bool):
-            return [f"{key} {point[key]!r} is not an integer"]
+    if point.get("speculative", True):
+        for key in TREE:
+            if not isinstance(point[key], int) or isinstance(point[key], bool):
+                return [f"{key} {point[key]!r} is not an integer"]
     doc = _load(profile_edit(text, speculative=point))
     issues = schema_issues(doc)
     if not issues:
@@ -154,11 +178,34 @@ def _problems(text: str, point: dict[str, Any], source: Path) -> list[str]:
     return [f"{i.field}: {i.problem} (fix: {i.fix})" for i in issues if i.severity == "error"]
 
 
+NO_SPEC = "no-spec"
+ADAPTIVE = "adaptive"
+
+
+def _adaptive_point(doc: Any) -> dict[str, Any]:
+    """The profile's chain with SGLang's run-time step adaptation on (top-k 1 only)."""
+    steps = (doc.get("drafter") or {}).get("num_steps")
+    point: dict[str, Any] = {"id": ADAPTIVE, "adaptive": True}
+    if not isinstance(steps, int) or isinstance(steps, bool):
+        return {**point, "num_steps": steps, "eagle_topk": 1, "num_draft_tokens": None,
+                "valid": False,
+                "reason": "drafter.num_steps is not set in the profile: the adaptive candidate "
+                          "starts from the profile's step count (fix: set drafter.num_steps)"}
+    return {**point, "num_steps": steps, "eagle_topk": 1, "num_draft_tokens": steps + 1}
+
+
 def tune_points(
-    grid: dict[str, Any], profile_path: str, extra: list[dict[str, Any]] | None = None
+    grid: dict[str, Any],
+    profile_path: str,
+    extra: list[dict[str, Any]] | None = None,
+    adaptive: bool = False,
 ) -> list[dict[str, Any]]:
-    """Every grid point (product of the lists, then `extra`), each with an id and, when
-    `specserve check` would refuse the profile at that point, `valid: false` and why."""
+    """The candidates: no speculation first, then every grid point (product of the lists, then
+    `extra`), then (adaptive) the profile's chain with `drafter.adaptive`. Each has an id,
+    `speculative`, the `max_running_requests` every candidate runs with (the profile's, else
+    SGLang's cap under speculation: the same for all, so no candidate admits more concurrent
+    requests than another) and, when `specserve check` would refuse the profile at that point,
+    `valid: false` and why."""
     if run_checks is None:
         raise AnsibleFilterError(
             "the specserve Python package is not importable by ansible-playbook: run it from the "
@@ -166,20 +213,27 @@ def tune_points(
         )
     source = Path(profile_path).resolve()
     text = source.read_text(encoding="utf-8")
+    doc = _load(text)
+    if not document_speculates(doc):
+        raise AnsibleFilterError(
+            "the profile has no drafter to tune: set drafter (algorithm, path) first"
+        )
+    cap = speculative_max_running_requests(doc)
+    candidates: list[dict[str, Any]] = [{"id": NO_SPEC, "speculative": False}]
+    for point in _expand(grid, list(extra or [])):
+        candidates.append({**{k: v for k, v in point.items() if k != "nccl_preset" or v},
+                           "id": _point_id(point)})
+    if adaptive:
+        candidates.append(_adaptive_point(doc))
     seen: set[str] = set()
     result: list[dict[str, Any]] = []
-    for point in _expand(grid, list(extra or [])):
-        ident = _point_id(point)
-        if ident in seen:
+    for point in candidates:
+        if point["id"] in seen:
             continue
-        seen.add(ident)
-        problems = _problems(text, point, source)
-        result.append({
-            **{k: v for k, v in point.items() if k != "nccl_preset" or v},
-            "id": ident,
-            "valid": not problems,
-            "reason": "; ".join(problems),
-        })
+        seen.add(point["id"])
+        point = {"speculative": True, **point, "max_running_requests": cap}
+        problems = [point["reason"]] if "reason" in point else _problems(text, point, source)
+        result.append({**point, "valid": not problems, "reason": "; ".join(problems)})
     return result
 
 

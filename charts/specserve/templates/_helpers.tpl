@@ -126,10 +126,12 @@ resources come from gpu.count; tests/helm/test_profile_facts_parity.py compares 
 {{- $how := "tp x dp" }}
 {{- if $par.enable_dp_attention }}{{ $needed = $tp }}{{ $how = "tp" }}{{ end }}
 {{- $count := int (include "specserve.gpuCount" .) }}
-{{- if and (gt $count 0) (ne $needed $count) }}
+{{- /* Over several nodes the GPU rule is checks/nodes.py's: specserve.lws.validate. */}}
+{{- $single := eq (int (include "specserve.nodeCount" .)) 1 }}
+{{- if and $single (gt $count 0) (ne $needed $count) }}
 {{- fail (printf "profile.parallelism.tp: %s = %d GPUs but gpu.count asks for %d. Fix: make %s equal gpu.count (e.g. tp: %d)" $how $needed $count $how $count) }}
 {{- end }}
-{{- if and (eq $count 0) (ne $tp 1) }}
+{{- if and $single (eq $count 0) (ne $tp 1) }}
 {{- fail (printf "profile.parallelism.tp: gpu.count is 0 (CPU stand-in) but tp is %d. Fix: set tp: 1 for the CPU stand-in" $tp) }}
 {{- end }}
 {{- range $section := list "requests" "limits" }}
@@ -190,6 +192,10 @@ resources come from gpu.count; tests/helm/test_profile_facts_parity.py compares 
 {{- if not (or (eq (toString $surge) "0") (eq (toString $surge) "0%")) }}
 {{- fail (printf "server.strategy.rollingUpdate.maxSurge is %v: a surge pod needs a whole free GPU node and waits Pending forever on a full one. Fix: maxSurge: 0 with maxUnavailable: 1, or strategy.type: Recreate" $surge) }}
 {{- end }}
+{{- $unavailable := dig "rollingUpdate" "maxUnavailable" 1 .Values.server.strategy }}
+{{- if has (toString $unavailable) (list "0" "0%") }}
+{{- fail "server.strategy.rollingUpdate.maxUnavailable is 0 with maxSurge 0: no pod could ever be replaced (the API server refuses it). Fix: maxUnavailable: 1" }}
+{{- end }}
 {{- end }}
 {{- if and .Values.serviceMonitor.enabled .Values.podMonitor.enabled }}
 {{- fail "serviceMonitor.enabled and podMonitor.enabled would scrape every pod twice (duplicate series). Fix: enable one of them" }}
@@ -201,6 +207,23 @@ gives up sooner fails a busy, healthy server. */}}
 {{- $penv := $p.env | default dict }}
 {{- $hcTimeout := int (toString (get $penv "SGLANG_HEALTH_CHECK_TIMEOUT") | default "20") }}
 {{- $healthGenerates := not (has (lower (toString (get $penv "SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION"))) (list "false" "0" "no" "n")) }}
+{{- if and .Values.router.enabled .Values.prometheusRule.enabled (or .Values.serviceMonitor.enabled .Values.podMonitor.enabled) }}
+{{- range $alert := list "SpecServeWorkerOutOfRotation" "SpecServeRouterDown" }}
+{{- $rule := get $.Values.prometheusRule.alerts $alert | default dict }}
+{{- $job := dig "thresholds" "job" "" $rule }}
+{{- if and $job (not $rule.disabled) (ne $job $.Values.serviceMonitor.routerJob) }}
+{{- fail (printf "prometheusRule.alerts.%s.thresholds.job is %s but the router is scraped as job %s (serviceMonitor.routerJob): the alert would watch nothing. Fix: set both to the same job" $alert $job $.Values.serviceMonitor.routerJob) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if .Values.router.enabled }}
+{{- $check := .Values.router.healthCheck }}
+{{- if or (eq $check.endpoint "/health_generate") (and $healthGenerates (eq $check.endpoint "/health")) }}
+{{- if le (int $check.timeoutSeconds) $hcTimeout }}
+{{- fail (printf "router.healthCheck: %s runs a one-token generation in SGLang and answers 503 only after %d s (SGLANG_HEALTH_CHECK_TIMEOUT), but timeoutSeconds is %d: the router would take a busy, healthy worker out of rotation. Fix: router.healthCheck.timeoutSeconds above %d (e.g. %d)" $check.endpoint $hcTimeout (int $check.timeoutSeconds) $hcTimeout (add $hcTimeout 10)) }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- range $name := list "startup" "readiness" "liveness" }}
 {{- $probe := get $.Values.server.probes $name }}
 {{- if or (eq $probe.path "/health_generate") (and $healthGenerates (eq $probe.path "/health")) }}
@@ -208,6 +231,21 @@ gives up sooner fails a busy, healthy server. */}}
 {{- fail (printf "server.probes.%s: %s runs a one-token generation in SGLang and answers 503 only after %d s (SGLANG_HEALTH_CHECK_TIMEOUT), but timeoutSeconds is %d: a busy, healthy server would fail the probe. Fix: timeoutSeconds above %d (e.g. %d)%s" $name $probe.path $hcTimeout (int $probe.timeoutSeconds) $hcTimeout (add $hcTimeout 10) (ternary "; or, for liveness, path: /ready (answers at once, generates nothing)" "" (eq $name "liveness"))) }}
 {{- end }}
 {{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+The server Deployment's strategy. Auto: Recreate for one replica (its GPUs are freed before the
+new pod is created, and the node has no room for two), RollingUpdate with maxSurge 0 /
+maxUnavailable 1 for several (one node at a time; the others keep serving behind the router).
+*/}}
+{{- define "specserve.strategy" -}}
+{{- if ne .Values.server.strategy.type "Auto" }}
+{{- toYaml .Values.server.strategy }}
+{{- else if gt (int .Values.replicaCount) 1 }}
+{{- toYaml (dict "type" "RollingUpdate" "rollingUpdate" (dict "maxSurge" 0 "maxUnavailable" 1)) }}
+{{- else }}
+{{- toYaml (dict "type" "Recreate") }}
 {{- end }}
 {{- end }}
 
@@ -261,4 +299,278 @@ tolerations:
 {{- end }}
 {{- if eq (toString $out) "" }}{{ $out = int64 $q }}{{ end }}
 {{- $out }}
+{{- end }}
+
+{{/*
+==== Multi-node: one server over several nodes (profile nodes.count > 1) ====
+Used by templates/leaderworkerset.yaml only (and the single-node guards above and in
+deployment.yaml). What the ranks do is SGLang's (specserve/profile/nodes.py): rank 0, the
+LeaderWorkerSet's leader, serves the API; a rank > 0 serves only a dummy health server.
+*/}}
+{{- define "specserve.nodeCount" -}}
+{{- int (dig "nodes" "count" 1 (include "specserve.profileYaml" . | fromYaml)) }}
+{{- end }}
+
+{{/* The rules of specserve/profile/checks/nodes.py, word for word, for nodes.count > 1. */}}
+{{- define "specserve.lws.validate" -}}
+{{- $p := include "specserve.profileYaml" . | fromYaml }}
+{{- $nodes := int (include "specserve.nodeCount" .) }}
+{{- $par := $p.parallelism | default dict }}
+{{- $tp := int ($par.tp | default 1) }}
+{{- $dp := int ($par.dp | default 1) }}
+{{- $needed := mul $tp $dp }}
+{{- $how := "tp x dp" }}
+{{- if or $par.enable_dp_attention (eq $dp 1) }}{{ $how = "tp" }}{{ end }}
+{{- if $par.enable_dp_attention }}{{ $needed = $tp }}{{ end }}
+{{- $count := int (include "specserve.gpuCount" .) }}
+{{- if eq $count 0 }}
+{{- if ne $tp $nodes }}
+{{- fail (printf "profile.parallelism.tp: gpu.count is 0 (CPU stand-in) over nodes.count %d nodes but tp is %d; the stand-in runs one rank per node. Fix: set tp: %d" $nodes $tp $nodes) }}
+{{- end }}
+{{- else if ne (mul $nodes $count) $needed }}
+{{- $total := mul $nodes $count }}
+{{- $fix := printf "%s: %d (the GPUs the nodes give)" $how $total }}
+{{- if eq (mod $needed $nodes) 0 }}{{ $fix = printf "gpu.count: %d per node, or %s" (div $needed $nodes) $fix }}{{ end }}
+{{- fail (printf "profile.nodes.count: nodes.count x gpu.count = %d x %d = %d GPUs but %s = %d GPUs. Fix: make them equal: %s" $nodes $count $total $how $needed $fix) }}
+{{- end }}
+{{- if mod $tp $nodes }}
+{{- fail (printf "profile.parallelism.tp: tp %d does not divide over nodes.count %d nodes; SGLang asserts tp_size %% nnodes == 0 (\"tp_size must be divisible by number of nodes\"). Fix: make tp a multiple of %d" $tp $nodes $nodes) }}
+{{- end }}
+{{- if and (gt $dp 1) (not $par.enable_dp_attention) }}
+{{- fail (printf "profile.parallelism.dp: dp %d across %d nodes without DP attention; SGLang refuses multi-node data-parallel replicas (only DP attention spans nodes). Fix: set parallelism.enable_dp_attention: true, or dp: 1 (or deploy the replicas as separate single-node servers behind the router)" $dp $nodes) }}
+{{- end }}
+{{- if and (eq .Values.model.storage "download") (not (has "ReadWriteMany" .Values.model.download.pvc.accessModes)) }}
+{{- fail (printf "profile.nodes.count %d reads the downloaded weights on every node, but model.download.pvc.accessModes is %s. Fix: use accessModes: [ReadWriteMany] with a storage class that supports it, or model.storage existingClaim / hostPath" $nodes (toJson .Values.model.download.pvc.accessModes)) }}
+{{- end }}
+{{- end }}
+
+{{/*
+A LeaderWorkerSet pod's spec; call with (dict "ctx" $ "leader" true|false). Every rank runs the
+same image and profile; the launcher gets its rank and rank 0's address from the variables the
+LWS controller sets in every container (LWS_WORKER_INDEX, LWS_LEADER_ADDRESS; kubernetes-sigs/lws
+api/leaderworkerset/v1/leaderworkerset_types.go), expanded by the kubelet in args. Only the
+leader has HTTP probes and the exporter: a worker's health server is a dummy that answers 200
+from the moment its schedulers are up, while the leader's /health_generate runs a generation
+through every rank, so a hung worker fails the leader's probes and (restartPolicy
+RecreateGroupOnPodRestart) the whole group is recreated.
+*/}}
+{{- define "specserve.lws.podSpec" -}}
+{{- $ := .ctx }}
+{{- $leader := .leader }}
+{{- $gpus := int (include "specserve.gpuCount" $) }}
+{{- $logFile := include "specserve.logFile" $ }}
+{{- $keyFile := include "specserve.apiKeyFile" $ }}
+{{- $keyEnv := include "specserve.apiKeyEnv" $ }}
+serviceAccountName: {{ include "specserve.serviceAccountName" $ }}
+automountServiceAccountToken: false
+enableServiceLinks: false
+{{- if and (gt $gpus 0) $.Values.server.runtimeClassName }}
+runtimeClassName: {{ $.Values.server.runtimeClassName }}
+{{- end }}
+{{- with $.Values.server.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- with $.Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+securityContext:
+  {{- toYaml $.Values.server.podSecurityContext | nindent 2 }}
+terminationGracePeriodSeconds: {{ $.Values.server.terminationGracePeriodSeconds }}
+{{- with (include "specserve.placement" $ | trim) }}
+{{- . | nindent 0 }}
+{{- end }}
+{{- with $.Values.server.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- if eq $.Values.model.storage "download" }}
+initContainers:
+  # Every rank loads its share of the weights from the same download.
+  - name: wait-for-weights
+    image: {{ include "specserve.image" $.Values.exporterImage }}
+    imagePullPolicy: {{ $.Values.exporterImage.pullPolicy }}
+    command:
+      - python3
+      - -c
+      - |
+        import os, sys, time
+        marker, poll = sys.argv[1], int(sys.argv[2])
+        while not os.path.exists(marker):
+            print(f"waiting for the model download: no {marker} yet", flush=True)
+            time.sleep(poll)
+        print(f"weights ready: {marker}", flush=True)
+      - {{ include "specserve.downloadMarker" $ }}
+      - {{ $.Values.model.download.waitPollSeconds | quote }}
+    resources:
+      requests:
+        cpu: 10m
+        memory: 32Mi
+      limits:
+        memory: 64Mi
+    securityContext:
+      {{- toYaml $.Values.exporter.securityContext | nindent 6 }}
+    volumeMounts:
+      - name: model
+        mountPath: {{ $.Values.model.mountPath }}
+        readOnly: true
+{{- end }}
+containers:
+  - name: sglang
+    image: {{ include "specserve.image" $.Values.image }}
+    imagePullPolicy: {{ $.Values.image.pullPolicy }}
+    # specserve-launch renders this rank's --nnodes / --node-rank / --dist-init-addr.
+    args:
+      - --node-rank
+      - $(LWS_WORKER_INDEX)
+      - --rendezvous-host
+      - $(LWS_LEADER_ADDRESS)
+    env:
+      - name: SPECSERVE_PROFILE
+        value: /etc/specserve/profile.yaml
+      {{- if $keyEnv }}
+      - name: {{ $keyEnv }}
+        valueFrom:
+          secretKeyRef:
+            name: {{ $.Values.apiKey.existingSecret }}
+            key: {{ $.Values.apiKey.key }}
+      {{- end }}
+      {{- with $.Values.server.extraEnv }}
+      {{- toYaml . | nindent 6 }}
+      {{- end }}
+    ports:
+      - name: http
+        containerPort: {{ include "specserve.port" $ }}
+        protocol: TCP
+    {{- if $leader }}
+    startupProbe:
+      httpGet:
+        path: {{ $.Values.server.probes.startup.path }}
+        port: http
+      initialDelaySeconds: {{ $.Values.server.probes.startup.initialDelaySeconds | default 0 }}
+      periodSeconds: {{ $.Values.server.probes.startup.periodSeconds }}
+      failureThreshold: {{ $.Values.server.probes.startup.failureThreshold }}
+      timeoutSeconds: {{ $.Values.server.probes.startup.timeoutSeconds }}
+    readinessProbe:
+      httpGet:
+        path: {{ $.Values.server.probes.readiness.path }}
+        port: http
+      periodSeconds: {{ $.Values.server.probes.readiness.periodSeconds }}
+      failureThreshold: {{ $.Values.server.probes.readiness.failureThreshold }}
+      successThreshold: {{ $.Values.server.probes.readiness.successThreshold | default 1 }}
+      timeoutSeconds: {{ $.Values.server.probes.readiness.timeoutSeconds }}
+    livenessProbe:
+      httpGet:
+        path: {{ $.Values.server.probes.liveness.path }}
+        port: http
+      periodSeconds: {{ $.Values.server.probes.liveness.periodSeconds }}
+      failureThreshold: {{ $.Values.server.probes.liveness.failureThreshold }}
+      timeoutSeconds: {{ $.Values.server.probes.liveness.timeoutSeconds }}
+    lifecycle:
+      preStop:
+        sleep:
+          seconds: {{ $.Values.server.preStopSleepSeconds }}
+    {{- end }}
+    {{- $resources := deepCopy $.Values.server.resources }}
+    {{- if gt $gpus 0 }}
+    {{- $_ := set $resources "limits" (merge (dict $.Values.server.gpuResourceName $gpus) ($resources.limits | default dict)) }}
+    {{- $_ := set $resources "requests" (merge (dict $.Values.server.gpuResourceName $gpus) ($resources.requests | default dict)) }}
+    {{- end }}
+    resources:
+      {{- toYaml $resources | nindent 6 }}
+    securityContext:
+      {{- toYaml $.Values.server.securityContext | nindent 6 }}
+    volumeMounts:
+      - name: profile
+        mountPath: /etc/specserve
+        readOnly: true
+      - name: model
+        mountPath: {{ $.Values.model.mountPath }}
+        readOnly: true
+      - name: dshm
+        mountPath: /dev/shm
+      {{- if $logFile }}
+      - name: logs
+        mountPath: {{ dir $logFile }}
+      {{- end }}
+      {{- if $keyFile }}
+      - name: api-key
+        mountPath: {{ dir $keyFile }}
+        readOnly: true
+      {{- end }}
+      {{- with $.Values.server.extraVolumeMounts }}
+      {{- toYaml . | nindent 6 }}
+      {{- end }}
+  {{- if and $leader $.Values.exporter.enabled }}
+  # Rank 0 logs the decode lines; the exporter follows them there only.
+  - name: exporter
+    image: {{ include "specserve.image" $.Values.exporterImage }}
+    imagePullPolicy: {{ $.Values.exporterImage.pullPolicy }}
+    args:
+      - --source
+      - file
+      - --file
+      - {{ $logFile }}
+      - --profile
+      - /etc/specserve/profile.yaml
+      - --listen-address
+      - 0.0.0.0:{{ $.Values.exporter.port }}
+      {{- range $.Values.exporter.extraArgs }}
+      - {{ . | quote }}
+      {{- end }}
+    ports:
+      - name: metrics
+        containerPort: {{ $.Values.exporter.port }}
+        protocol: TCP
+    readinessProbe:
+      httpGet:
+        path: /healthz
+        port: metrics
+      periodSeconds: 10
+      timeoutSeconds: 3
+    livenessProbe:
+      httpGet:
+        path: /healthz
+        port: metrics
+      periodSeconds: 20
+      timeoutSeconds: 3
+      failureThreshold: 6
+    resources:
+      {{- toYaml $.Values.exporter.resources | nindent 6 }}
+    securityContext:
+      {{- toYaml $.Values.exporter.securityContext | nindent 6 }}
+    volumeMounts:
+      - name: profile
+        mountPath: /etc/specserve
+        readOnly: true
+      - name: logs
+        mountPath: {{ dir $logFile }}
+        readOnly: true
+  {{- end }}
+volumes:
+  - name: profile
+    configMap:
+      name: {{ include "specserve.fullname" $ }}-profile
+  {{- include "specserve.modelVolume" $ | nindent 2 }}
+  - name: dshm
+    emptyDir:
+      medium: Memory
+      sizeLimit: {{ $.Values.server.shm.sizeLimit }}
+  {{- if $logFile }}
+  - name: logs
+    emptyDir:
+      sizeLimit: {{ add (include "specserve.logBudgetBytes" $ | int64) (include "specserve.bytes" $.Values.exporter.logVolumeSlack) }}
+  {{- end }}
+  {{- if $keyFile }}
+  - name: api-key
+    secret:
+      secretName: {{ $.Values.apiKey.existingSecret }}
+      defaultMode: 0440
+      items:
+        - key: {{ $.Values.apiKey.key }}
+          path: {{ base $keyFile }}
+  {{- end }}
+  {{- with $.Values.server.extraVolumes }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
 {{- end }}

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from specserve.profile.checks.baseline import check_baseline
 from specserve.profile.checks.context import CheckOptions, ModelContext, build_context
 from specserve.profile.checks.envvars import check_env
+from specserve.profile.checks.nodes import check_nodes
 from specserve.profile.checks.parallelism import check_parallelism
 from specserve.profile.checks.server import check_server
 from specserve.profile.checks.speculative import check_drafter_config, check_speculative
@@ -25,8 +27,11 @@ def run_checks(profile: Profile, options: CheckOptions | None = None) -> list[Is
     issues += check_speculative(profile, contract)
     issues += check_drafter_config(profile, ctx, contract)
     issues += check_parallelism(profile)
+    issues += check_nodes(profile)
     issues += check_server(profile, contract)
     issues += check_env(profile)
+    if options.compare_baseline:
+        issues += check_baseline(profile, options.image, contract.version)
     if not options.configs_only:
         issues += check_weights(profile, ctx)
     return issues

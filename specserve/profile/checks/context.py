@@ -20,6 +20,11 @@ class CheckOptions:
     require_models: bool = False
     # The SGLang version checked against (None: resolve_version(): the image's env, else pinned).
     sglang_version: str | None = None
+    # `specserve check` compares a speculative profile with its baseline's recorded settings
+    # (checks/baseline.py); the launcher and tuning points are not judged on their threshold.
+    compare_baseline: bool = False
+    # The server image the deploy runs (compared with baseline.image when given).
+    image: str | None = None
 
 
 @dataclass

@@ -9,7 +9,9 @@ from specserve.profile.model import Profile
 def check_parallelism(profile: Profile) -> list[Issue]:
     par, gpu = profile.parallelism, profile.gpu
     issues: list[Issue] = []
-    if gpu.count > 0 and par.gpus_needed != gpu.count:
+    # Over several nodes the GPU sum and the stand-in's tp are checks/nodes.py's.
+    single = profile.nodes.count == 1
+    if single and gpu.count > 0 and par.gpus_needed != gpu.count:
         how = "tp" if par.enable_dp_attention else "tp x dp"
         issues.append(
             error(
@@ -44,7 +46,7 @@ def check_parallelism(profile: Profile) -> list[Issue]:
                 f"set ep: {par.tp} for expert parallelism, or 1",
             )
         )
-    if gpu.count == 0 and par.tp != 1:
+    if single and gpu.count == 0 and par.tp != 1:
         issues.append(
             error(
                 "parallelism.tp",

@@ -7,6 +7,7 @@ final-layer states and `accept len` sat at 1.00. These checks refuse that before
 
 from __future__ import annotations
 
+from specserve.profile.checks.adaptive import adaptive_runs, check_adaptive
 from specserve.profile.checks.context import ModelContext
 from specserve.profile.hfconfig import ModelConfig
 from specserve.profile.issues import Issue, error, warning
@@ -87,7 +88,9 @@ def check_speculative(profile: Profile, contract: Contract) -> list[Issue]:
                 )
             )
         return issues
-    if given and len(given) != len(TREE_PARAMS):
+    issues += check_adaptive(profile, contract)
+    # Adaptive resolution fills an unset top-k (1) and draft tokens (steps + 1) itself.
+    if given and len(given) != len(TREE_PARAMS) and not adaptive_runs(profile, contract):
         missing = [n for n in TREE_PARAMS if n not in given]
         issues.append(
             error(

@@ -1,0 +1,89 @@
+"""The real SGLang router (the pinned sglang-router from PyPI) on loopback, for tests.
+
+scripts/setup/router.sh installs it into .cache/router-venv at the versions.yaml pin and prints
+its bin directory; a failed install fails the test that needs it (never a skip).
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import requests
+
+from tests.e2e.processes import Service, Services, free_port, http_ok, wait_until
+
+ROOT = Path(__file__).resolve().parents[2]
+SETUP = ROOT / "scripts" / "setup" / "router.sh"
+
+
+def router_bin() -> Path:
+    """The directory holding the pinned router's `smg` entry point."""
+    done = subprocess.run(["bash", str(SETUP)], capture_output=True, text=True, timeout=900,
+                          check=False)  # fmt: skip
+    assert done.returncode == 0, f"scripts/setup/router.sh failed:\n{done.stderr[-2000:]}"
+    bindir = Path(done.stdout.strip().splitlines()[-1])
+    assert (bindir / "smg").is_file(), f"no smg in {bindir}: {done.stdout[-500:]}"
+    return bindir
+
+
+@dataclass
+class Router:
+    service: Service
+    url: str
+    metrics_target: str  # host:port of its metrics listener, as Prometheus scrapes it
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://{self.metrics_target}/metrics"
+
+    def workers(self) -> list[dict[str, object]]:
+        response = requests.get(self.url + "/workers", timeout=10)
+        response.raise_for_status()
+        return list(response.json()["workers"])
+
+    def remove(self, worker_url: str) -> None:
+        """Take a worker out of rotation the way a rolling deploy does (DELETE /workers/{id})."""
+        ids = [w["id"] for w in self.workers() if w["url"] == worker_url]
+        assert ids, f"{worker_url} is not a worker of the router: {self.workers()}"
+        requests.delete(f"{self.url}/workers/{ids[0]}", timeout=10).raise_for_status()
+
+    def add(self, worker_url: str) -> None:
+        requests.post(self.url + "/workers", json={"url": worker_url},
+                      timeout=10).raise_for_status()  # fmt: skip
+
+    def metrics(self) -> str:
+        response = requests.get(self.metrics_url, timeout=10)
+        response.raise_for_status()
+        return response.text
+
+
+def start_router(
+    services: Services,
+    workers: Sequence[str],
+    *,
+    name: str = "router",
+    extra: Sequence[str] = (),
+) -> Router:
+    """`smg launch` in front of `workers`, serving and exporting metrics on 127.0.0.1 only.
+
+    Health checks every second (the default is 60 s) so a test sees a worker's state change
+    within seconds."""
+    port, metrics_port = free_port(), free_port()
+    argv = [
+        str(router_bin() / "smg"), "launch", "--host", "127.0.0.1", "--port", str(port),
+        "--worker-urls", *workers,
+        "--prometheus-host", "127.0.0.1", "--prometheus-port", str(metrics_port),
+        "--health-check-interval-secs", "1", "--log-level", "warn", *extra,
+    ]  # fmt: skip
+    service = services.start(name, argv)
+    url = f"http://127.0.0.1:{port}"
+    wait_until("the router's /health", http_ok(url + "/health"), 60, services=services)
+    router = Router(service, url, f"127.0.0.1:{metrics_port}")
+    wait_until(
+        f"the router to list {len(workers)} worker(s)",
+        lambda: len(router.workers()) == len(workers), 30, services=services,
+    )  # fmt: skip
+    return router

@@ -1,0 +1,163 @@
+"""The router's metrics as the real binary exports them (issue 19 item 4).
+
+The pinned sglang-router runs on loopback in front of two stand-in servers and goes through
+what a fleet goes through: traffic, a worker taken out of rotation and put back (as the rolling
+deploy does), a worker that dies under traffic (retries, failing health checks). Its /metrics
+must then carry every family specserve.monitoring.metrics.ROUTER_METRICS declares, with that
+type and those labels, every router name the generated rules, dashboard and Grafana alerts
+query, and the worker-health values SpecServeWorkerOutOfRotation reads (1 / 0 / -1).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import requests
+from prometheus_client.parser import text_string_to_metric_families
+
+from specserve.monitoring import metrics
+from tests.e2e.processes import Services, free_port, http_ok, wait_until
+from tests.e2e.router import Router, start_router
+
+from .conftest import MONITORING, REPO
+from .expressions import all_promql_expressions
+
+BIN = REPO / ".venv" / "bin"
+MODEL = REPO / "tests" / "fixtures" / "models" / "Llama-3.1-8B-Instruct"
+_TYPE = re.compile(r"^# TYPE (\S+) (\S+)$", re.MULTILINE)
+_ROUTER_NAME = re.compile(r"\bsmg_[a-z_]+")
+
+
+def _standin(services: Services, name: str, root: Path) -> str:
+    port = free_port()
+    behaviour = root / f"{name}-behaviour.yaml"
+    behaviour.write_text("acceptance: 0.6\n", encoding="utf-8")
+    services.start(
+        name,
+        [str(BIN / "specserve-standin"), "--model-path", str(MODEL), "--host", "127.0.0.1",
+         "--port", str(port)],
+        {"SPECSERVE_STANDIN_LOAD_SECONDS": "0.2", "SPECSERVE_STANDIN_WARMUP_SECONDS": "0.1",
+         "SPECSERVE_STANDIN_TIME_SCALE": "0.02",
+         "SPECSERVE_STANDIN_BEHAVIOUR_FILE": str(behaviour)},
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    wait_until(f"stand-in {name} /health", http_ok(url + "/health"), 60, services=services)
+    return url
+
+
+def _chat(router: Router) -> int:
+    response = requests.post(
+        router.url + "/v1/chat/completions",
+        json={"model": "any", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4},
+        timeout=60,
+    )
+    return response.status_code
+
+
+def _health(router: Router) -> dict[str, float]:
+    return {
+        sample.labels["worker"]: sample.value
+        for family in text_string_to_metric_families(router.metrics())
+        for sample in family.samples
+        if sample.name == metrics.ROUTER_WORKER_HEALTH
+    }
+
+
+class Scrapes:
+    """What the router exported at each step the test cares about."""
+
+    def __init__(self) -> None:
+        self.health: dict[str, dict[str, float]] = {}
+        self.final = ""
+        self.statuses: list[int] = []
+        self.workers: tuple[str, str] = ("", "")
+
+
+@pytest.fixture(scope="module")
+def scrapes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scrapes]:
+    root = tmp_path_factory.mktemp("router-metrics")
+    services = Services(root)
+    seen = Scrapes()
+    try:
+        one, two = _standin(services, "standin-1", root), _standin(services, "standin-2", root)
+        seen.workers = (one, two)
+        # round_robin: after `two` dies, every other request is sent to it first and retried.
+        router = start_router(services, [one, two], extra=["--policy", "round_robin"])
+        seen.statuses += [_chat(router) for _ in range(4)]
+        wait_until("both workers healthy", lambda: _health(router) == {one: 1, two: 1}, 30,
+                   services=services)  # fmt: skip
+        seen.health["serving"] = _health(router)
+
+        router.remove(one)  # a rolling deploy takes the node out
+        wait_until("the removed worker at -1", lambda: _health(router).get(one) == -1, 30,
+                   services=services)  # fmt: skip
+        seen.health["removed"] = _health(router)
+        seen.statuses += [_chat(router) for _ in range(2)]
+        router.add(one)  # ... and puts it back
+        wait_until("the worker back at 1", lambda: _health(router).get(one) == 1, 30,
+                   services=services)  # fmt: skip
+        seen.health["re-added"] = _health(router)
+
+        dead = next(s for s in services.started if s.name == "standin-2")
+        dead.stop()
+        services.started.remove(dead)  # stopped on purpose: no longer checked for being alive
+        seen.statuses += [_chat(router) for _ in range(4)]
+        wait_until("the dead worker at 0", lambda: _health(router).get(two) == 0, 30,
+                   services=services)  # fmt: skip
+        seen.health["dead"] = _health(router)
+        seen.final = router.metrics()
+        yield seen
+    finally:
+        services.stop_all()
+
+
+def test_requests_are_served_through_the_router(scrapes: Scrapes) -> None:
+    # Retries hide the dead worker from clients: every request succeeds.
+    assert scrapes.statuses == [200] * 10
+
+
+def test_worker_health_is_one_zero_or_minus_one(scrapes: Scrapes) -> None:
+    one, two = scrapes.workers
+    # The values SpecServeWorkerOutOfRotation reads: 1 in rotation, -1 removed, 0 unhealthy.
+    assert scrapes.health["serving"] == {one: 1, two: 1}
+    assert scrapes.health["removed"] == {one: -1, two: 1}
+    assert scrapes.health["re-added"] == {one: 1, two: 1}
+    assert scrapes.health["dead"] == {one: 1, two: 0}
+
+
+@pytest.mark.parametrize("declared", metrics.ROUTER_METRICS, ids=lambda m: m.name)
+def test_each_declared_family_has_its_type_and_labels(
+    scrapes: Scrapes, declared: metrics.RouterMetric
+) -> None:
+    types = dict(_TYPE.findall(scrapes.final))
+    assert types.get(declared.name) == declared.type, (declared.name, sorted(types))
+    wanted = {declared.name} if declared.type != "histogram" else {
+        declared.name + suffix for suffix in ("_bucket", "_sum", "_count")}  # fmt: skip
+    found: dict[str, set[frozenset[str]]] = {}
+    for family in text_string_to_metric_families(scrapes.final):
+        for sample in family.samples:
+            if sample.name in wanted:
+                found.setdefault(sample.name, set()).add(frozenset(sample.labels) - {"le"})
+    assert set(found) == wanted, (declared.name, sorted(found))
+    for name, label_sets in found.items():
+        assert label_sets == {frozenset(declared.labels)}, (name, label_sets)
+
+
+def _queried_router_names() -> set[str]:
+    text = "\n".join(expr for _where, expr in all_promql_expressions())
+    for path in ("prometheus/specserve-rules.yml", "grafana/dashboards/specserve.json",
+                 "grafana/provisioning/alerting/specserve-alerts.yml"):  # fmt: skip
+        text += (MONITORING / path).read_text(encoding="utf-8")
+    # Histograms are declared by family; queries read their `_bucket` series.
+    return {re.sub(r"_bucket$", "", name) for name in _ROUTER_NAME.findall(text)}
+
+
+def test_every_router_name_the_monitoring_queries_is_exported(scrapes: Scrapes) -> None:
+    queried = _queried_router_names()
+    assert {metrics.ROUTER_WORKER_HEALTH, metrics.ROUTER_WORKER_CIRCUIT} <= queried
+    exported = set(dict(_TYPE.findall(scrapes.final)))
+    assert queried <= exported, sorted(queried - exported)
+    assert queried <= {m.name for m in metrics.ROUTER_METRICS}, sorted(queried)

@@ -1,0 +1,173 @@
+"""Run inside an SGLang venv (tests/contract/sglang_venv.py): drive SGLang's real metric
+collectors with the events on stdin and print every series they would expose, as JSON.
+
+The venvs hold no prometheus_client (SGLang imports it only inside the collectors), so a
+recording stand-in of its Counter/Gauge/Histogram is installed under that name first. It keeps
+what upstream reads of prometheus_client's internals (`_sum`, `_upper_bounds`, `_buckets`: the
+inter-token fast path) and exposes series as prometheus_client does (`_total`, `_bucket` with
+cumulative counts and `le`, `_count`, `_sum`).
+
+Events: ["first_token", seconds, stream], ["inter_token", interval, new_tokens],
+["finished", prompt, completion, e2e, spec_verify_ct, stream], ["aborted"],
+["decode_pass", graph].
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import types
+from typing import Any
+
+
+class _Value:
+    def __init__(self) -> None:
+        self.v = 0.0
+
+    def inc(self, amount: float = 1.0) -> None:
+        self.v += amount
+
+    def set(self, value: float) -> None:
+        self.v = value
+
+
+class _Histogram:
+    def __init__(self, bounds: list[float]) -> None:
+        self._upper_bounds = bounds
+        self._buckets = [_Value() for _ in bounds]
+        self._sum = _Value()
+
+    def observe(self, value: float) -> None:
+        self._sum.inc(value)
+        for i, bound in enumerate(self._upper_bounds):
+            if value <= bound:
+                self._buckets[i].inc(1)
+                break
+
+
+FAMILIES: dict[str, Any] = {}
+
+
+class _Metric:
+    kind = ""
+
+    def __init__(self, name: str, documentation: str = "", labelnames: Any = (), **kw: Any):
+        self.name = name.removesuffix("_total") if self.kind == "counter" else name
+        self.labelnames = tuple(labelnames)
+        buckets = kw.get("buckets")
+        self.bounds = [float(b) for b in buckets] if buckets is not None else [math.inf]
+        if self.bounds[-1] != math.inf:
+            self.bounds.append(math.inf)
+        self.children: dict[tuple[str, ...], Any] = {}
+        FAMILIES[self.name] = self
+
+    def labels(self, *args: Any, **kw: Any) -> Any:
+        values = tuple(str(kw[n]) for n in self.labelnames) if kw else tuple(map(str, args))
+        if len(values) != len(self.labelnames) or (kw and set(kw) != set(self.labelnames)):
+            raise ValueError(f"{self.name}: labels {sorted(kw)} != {self.labelnames}")
+        if values not in self.children:
+            self.children[values] = self._child()
+        return self.children[values]
+
+    def _child(self) -> Any:
+        return _Value()
+
+
+class Counter(_Metric):
+    kind = "counter"
+
+
+class Gauge(_Metric):
+    kind = "gauge"
+
+
+class Histogram(_Metric):
+    kind = "histogram"
+
+    def _child(self) -> Any:
+        return _Histogram(self.bounds)
+
+
+class Summary(Histogram):
+    kind = "summary"
+
+
+def _go_float(value: float) -> str:
+    return "+Inf" if value == math.inf else repr(float(value))
+
+
+def _series() -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for family in FAMILIES.values():
+        for values, child in family.children.items():
+            labels = dict(zip(family.labelnames, values, strict=True))
+            base = {"family": family.name, "type": family.kind}
+            if family.kind == "counter":
+                out.append({**base, "name": family.name + "_total", "labels": labels,
+                            "value": child.v})  # fmt: skip
+            elif family.kind == "gauge":
+                out.append({**base, "name": family.name, "labels": labels, "value": child.v})
+            else:
+                total = 0.0
+                for bound, bucket in zip(child._upper_bounds, child._buckets, strict=True):
+                    total += bucket.v
+                    bucket_labels = {**labels, "le": _go_float(bound)}
+                    out.append({**base, "name": family.name + "_bucket", "labels": bucket_labels,
+                                "value": total})  # fmt: skip
+                out.append({**base, "name": family.name + "_count", "labels": labels,
+                            "value": total})  # fmt: skip
+                out.append({**base, "name": family.name + "_sum", "labels": labels,
+                            "value": child._sum.v})  # fmt: skip
+    return out
+
+
+def main() -> None:
+    request = json.load(sys.stdin)
+    fake = types.ModuleType("prometheus_client")
+    fake.Counter, fake.Gauge, fake.Histogram, fake.Summary = Counter, Gauge, Histogram, Summary  # type: ignore[attr-defined]
+    sys.modules["prometheus_client"] = fake
+
+    from sglang.srt import runtime_context
+    from sglang.srt.observability.metrics_collector import (
+        SchedulerMetricsCollector,
+        TokenizerMetricsCollector,
+    )
+    from sglang.srt.server_args import prepare_server_args
+
+    args = prepare_server_args(
+        ["--model-path", request["model_path"], "--served-model-name", request["model_name"],
+         "--device", "cpu", "--enable-metrics"]
+    )  # fmt: skip
+    runtime_context.publish(args, role="tokenizer")
+    # The label sets TokenizerManager.init_metric_collector_watchdog and
+    # SchedulerMetricsCollector.init_new build without priority scheduling, DP or extra labels.
+    tok_labels = {"model_name": request["model_name"], "engine_type": "unified"}
+    sched_labels = {**tok_labels, "tp_rank": 0, "pp_rank": 0, "moe_ep_rank": 0}
+    tokenizer = TokenizerMetricsCollector(server_args=args, labels=tok_labels)
+    scheduler = SchedulerMetricsCollector(
+        labels=sched_labels, enable_lora=False, enable_hierarchical_cache=False,
+        enable_streaming_session=False, server_args=args,
+    )  # fmt: skip
+    for event, *values in request["events"]:
+        if event == "first_token":
+            tokenizer.observe_time_to_first_token(tok_labels, values[0], stream=values[1])
+        elif event == "inter_token":
+            tokenizer.observe_inter_token_latency(tok_labels, values[0], values[1])
+        elif event == "finished":
+            prompt, completion, e2e, verify, stream = values
+            tokenizer.observe_one_finished_request(
+                tok_labels, prompt, completion, 0, e2e, False,
+                spec_verify_ct=verify, is_streaming=stream,
+            )  # fmt: skip
+        elif event == "aborted":
+            tokenizer.observe_one_aborted_request(tok_labels)
+        elif event == "decode_pass":
+            scheduler.increment_decode_cuda_graph_pass(values[0])
+        else:
+            raise SystemExit(f"unknown event {event!r}")
+    json.dump(_series(), sys.stdout)
+
+
+if __name__ == "__main__":
+    main()
