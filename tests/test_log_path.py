@@ -34,6 +34,14 @@ OTHER_LOGS: dict[str, tuple[str, ...]] = {
     # The Docker engine the test set-up starts (scripts/setup/docker.sh).
     "/var/log/specserve-dockerd.log": ("scripts/setup/docker.sh",),
 }
+# The fleet demo runs three servers on one machine: each node needs a log directory of its own,
+# as separate machines would each have /var/log/specserve/sglang.
+OTHER_LOGS.update(
+    {
+        f"/var/log/specserve/node{n}": ("playbooks/inventory/fleet/hosts.yml",)
+        for n in (1, 2, 3)
+    }
+)
 LOG_PATH = re.compile(r"/var/log/[A-Za-z0-9_.\-/]*[A-Za-z0-9_\-]")
 
 
