@@ -45,8 +45,6 @@ from specserve.monitoring.metrics import (
     ROUTER_REQUESTS,
     ROUTER_UPSTREAM_RESPONSES,
     ROUTER_WORKER_ACTIVE_REQUESTS,
-    ROUTER_WORKER_CIRCUIT,
-    ROUTER_WORKER_HEALTH,
     ROUTER_WORKER_POOL_SIZE,
     ROUTER_WORKER_RETRIES,
     SGLANG_E2E_REQUEST_LATENCY,
@@ -57,6 +55,7 @@ from specserve.monitoring.metrics import (
     SGLANG_SPEC_ACCEPT_LENGTH,
     SGLANG_TIME_TO_FIRST_TOKEN,
     UP,
+    router_worker_state,
 )
 from specserve.monitoring.rules import (
     ACCEPT_LENGTH_MEAN,
@@ -519,7 +518,7 @@ def _gpu_row(settings: Settings) -> Row:
 # --- fleet and router (issue 19) ------------------------------------------------------------
 ROUTER_JOB_VARIABLE = "router_job"
 _ROUTER_JOB = f'job=~"${ROUTER_JOB_VARIABLE}"'
-# The router's worker state as SpecServeWorkerOutOfRotation reads it: health x circuit closed.
+# The router's worker state as SpecServeWorkerOutOfRotation reads it (router_worker_state).
 _WORKER_STATE = [
     ValueMap(
         options={
@@ -603,8 +602,7 @@ def _router_row(settings: Settings) -> Row:
         .height(6)
         .span(18)
         .with_target(_target(Query(
-            f"{ROUTER_WORKER_HEALTH}{{{_ROUTER_JOB}}}\n"
-            f"* ({ROUTER_WORKER_CIRCUIT}{{{_ROUTER_JOB}}} != bool 1)",
+            router_worker_state(_ROUTER_JOB),
             "{{worker}}"), "A")),
         _series(
             "Router responses by status",

@@ -52,6 +52,20 @@ ROUTER_WORKER_ACTIVE_REQUESTS = "smg_worker_requests_active"
 ROUTER_WORKER_POOL_SIZE = "smg_worker_pool_size"
 
 
+def router_worker_state(selector: str) -> str:
+    """PromQL for each worker's place in the router's rotation: 1 in rotation, 0 out (failing
+    health checks or circuit open), -1 removed. Removal is read from the circuit state, not from
+    health alone: a health check in flight when the worker is removed can set its health back to
+    1 after the removal's -1, and nothing checks it again (seen with smg 0.3.2, about one removal
+    in eight with a slow /health), while its circuit state stays at -1."""
+    health = f"{ROUTER_WORKER_HEALTH}{{{selector}}}"
+    circuit = f"{ROUTER_WORKER_CIRCUIT}{{{selector}}}"
+    return (f"{health}\n"
+            f"* ({circuit} != bool 1)\n"
+            f"* ({circuit} != bool -1)\n"
+            f"- ({circuit} == bool -1)")
+
+
 @dataclass(frozen=True)
 class RouterMetric:
     """One router series family as /metrics declares it: its `# TYPE` and its label names."""

@@ -30,8 +30,6 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from specserve.monitoring.metrics import (
-    ROUTER_WORKER_CIRCUIT,
-    ROUTER_WORKER_HEALTH,
     SGLANG_CUDA_GRAPH_PASSES,
     SGLANG_GENERATION_TOKENS,
     SGLANG_INTER_TOKEN_LATENCY,
@@ -39,6 +37,7 @@ from specserve.monitoring.metrics import (
     SGLANG_SPEC_VERIFY_CALLS,
     SGLANG_TIME_TO_FIRST_TOKEN,
     UP,
+    router_worker_state,
 )
 from specserve_exporter.names import (
     BASELINE_GEN_THROUGHPUT,
@@ -775,17 +774,14 @@ ALERTS += (
         # The threshold of "too long": longer than a rolling deploy keeps a node out (its
         # drain, restart, weights load and gate); a removed worker's series stays at -1.
         for_="30m",
-        value_expr=(
-            f'{ROUTER_WORKER_HEALTH}{{job=~"[[job]]"}}\n'
-            f'* ({ROUTER_WORKER_CIRCUIT}{{job=~"[[job]]"}} != bool 1)'
-        ),
+        value_expr=router_worker_state('job=~"[[job]]"'),
         comparison="<",
         compare_to=1.0,
         summary="A worker has been out of the router's rotation too long",
         description=(
             "Worker {{ $labels.worker }} of the router {{ $labels.instance }} gets no traffic "
-            "(router health x circuit closed = {{ $value }}: 0 means failing health checks or "
-            "an open circuit, -1 removed from the router) for longer than this alert's `for`. "
+            "(its rotation state is {{ $value }}: 0 means failing health checks or an open "
+            "circuit, -1 removed from the router) for longer than this alert's `for`. "
             "The fleet serves with one replica less."
         ),
         meaning="The router reports a worker unhealthy, removed, or behind an open circuit "

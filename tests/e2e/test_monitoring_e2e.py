@@ -36,6 +36,7 @@ from specserve.monitoring.dashboard import build_dashboard
 from specserve.monitoring.metrics import (
     ROUTER_REQUESTS,
     ROUTER_UPSTREAM_RESPONSES,
+    ROUTER_WORKER_CIRCUIT,
     ROUTER_WORKER_HEALTH,
 )
 from specserve.monitoring.overrides import resolve_settings
@@ -252,7 +253,10 @@ def _phase_out_of_rotation(stack: Stack) -> None:
     assert stack.router is not None
     switched = time.time()
     stack.router.remove(stack.standin_url)
-    alert = _delivered_within(stack, OUT_OF_ROTATION, "firing", switched, {OUT_OF_ROTATION})
+    try:
+        alert = _delivered_within(stack, OUT_OF_ROTATION, "firing", switched, {OUT_OF_ROTATION})
+    except AssertionError as timed_out:
+        raise AssertionError(f"{timed_out}\n{_rotation_state(stack)}") from None
     assert alert.path == "/warning"
     assert alert.labels["worker"] == stack.standin_url
     assert alert.labels["instance"] == stack.router.metrics_target
@@ -262,6 +266,27 @@ def _phase_out_of_rotation(stack: Stack) -> None:
     back = time.time()
     stack.router.add(stack.standin_url)
     _delivered_within(stack, OUT_OF_ROTATION, "resolved", back, {OUT_OF_ROTATION})
+
+
+def _rotation_state(stack: Stack) -> str:
+    """What the router and Prometheus say of the worker's rotation, for a failure's message:
+    which of the router, its scrape or the rule did not follow the removal."""
+    assert stack.router is not None
+    prom, seen = stack.prometheus, []
+    for what, read in (
+        ("router /workers", stack.router.workers),
+        ("router /metrics", lambda: [line for line in stack.router.metrics().splitlines()
+                                     if line.startswith((ROUTER_WORKER_HEALTH,
+                                                         ROUTER_WORKER_CIRCUIT))]),
+        ("targets", prom.targets_up),
+        ("alert states", prom.alert_states),
+        (f"{ROUTER_WORKER_HEALTH} at Prometheus", lambda: prom.query(ROUTER_WORKER_HEALTH)),
+    ):
+        try:
+            seen.append(f"{what}: {read()}")
+        except Exception as error:  # a diagnostic must not hide the failure
+            seen.append(f"{what}: unreadable ({error})")
+    return "\n".join(seen)
 
 
 def _phase_log_cut(stack: Stack) -> None:

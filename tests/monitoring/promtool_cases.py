@@ -663,6 +663,17 @@ CASES.update({
             ),
         ),
         Case(
+            "removed while a health check was in flight: the router set its health back to 1, "
+            "its circuit state says removed; fires, re-adding resolves",
+            {**_worker(WORKER1, "1x65", "0x5 -1x40 0x20"),
+             **_worker(WORKER2, "1x65", "0x65")},
+            (
+                Check("SpecServeWorkerOutOfRotation", "30m"),  # pending since 6m
+                Check("SpecServeWorkerOutOfRotation", "40m", (Firing(WORKER1, "-1"),)),
+                Check("SpecServeWorkerOutOfRotation", "50m"),
+            ),
+        ),
+        Case(
             "one node's restart in a rolling deploy (10m out) and a half-open circuit stay "
             "silent",
             {**_worker(WORKER1, "1x5 -1x10 1x40", "0x5 -1x10 0x40"),

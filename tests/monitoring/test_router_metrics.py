@@ -57,13 +57,21 @@ def _chat(router: Router) -> int:
     return response.status_code
 
 
-def _health(router: Router) -> dict[str, float]:
+def _gauge(router: Router, name: str) -> dict[str, float]:
     return {
         sample.labels["worker"]: sample.value
         for family in text_string_to_metric_families(router.metrics())
         for sample in family.samples
-        if sample.name == metrics.ROUTER_WORKER_HEALTH
+        if sample.name == name
     }
+
+
+def _health(router: Router) -> dict[str, float]:
+    return _gauge(router, metrics.ROUTER_WORKER_HEALTH)
+
+
+def _circuit(router: Router) -> dict[str, float]:
+    return _gauge(router, metrics.ROUTER_WORKER_CIRCUIT)
 
 
 class Scrapes:
@@ -71,6 +79,7 @@ class Scrapes:
 
     def __init__(self) -> None:
         self.health: dict[str, dict[str, float]] = {}
+        self.circuit: dict[str, dict[str, float]] = {}
         self.final = ""
         self.statuses: list[int] = []
         self.workers: tuple[str, str] = ("", "")
@@ -89,17 +98,17 @@ def scrapes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scrapes]:
         seen.statuses += [_chat(router) for _ in range(4)]
         wait_until("both workers healthy", lambda: _health(router) == {one: 1, two: 1}, 30,
                    services=services)  # fmt: skip
-        seen.health["serving"] = _health(router)
+        seen.health["serving"], seen.circuit["serving"] = _health(router), _circuit(router)
 
         router.remove(one)  # a rolling deploy takes the node out
-        wait_until("the removed worker at -1", lambda: _health(router).get(one) == -1, 30,
-                   services=services)  # fmt: skip
-        seen.health["removed"] = _health(router)
+        wait_until("the removed worker's circuit at -1", lambda: _circuit(router).get(one) == -1,
+                   30, services=services)  # fmt: skip
+        seen.health["removed"], seen.circuit["removed"] = _health(router), _circuit(router)
         seen.statuses += [_chat(router) for _ in range(2)]
         router.add(one)  # ... and puts it back
         wait_until("the worker back at 1", lambda: _health(router).get(one) == 1, 30,
                    services=services)  # fmt: skip
-        seen.health["re-added"] = _health(router)
+        seen.health["re-added"], seen.circuit["re-added"] = _health(router), _circuit(router)
 
         dead = next(s for s in services.started if s.name == "standin-2")
         dead.stop()
@@ -123,8 +132,14 @@ def test_worker_health_is_one_zero_or_minus_one(scrapes: Scrapes) -> None:
     one, two = scrapes.workers
     # The values SpecServeWorkerOutOfRotation reads: 1 in rotation, -1 removed, 0 unhealthy.
     assert scrapes.health["serving"] == {one: 1, two: 1}
-    assert scrapes.health["removed"] == {one: -1, two: 1}
+    assert scrapes.circuit["serving"] == {one: 0, two: 0}
+    # Removed: the circuit state says so. Health says -1 too, unless a health check was in
+    # flight at the removal and set it back to 1 (metrics.router_worker_state reads the circuit
+    # for that reason).
+    assert scrapes.circuit["removed"] == {one: -1, two: 0}
+    assert scrapes.health["removed"][two] == 1 and scrapes.health["removed"][one] in (-1, 1)
     assert scrapes.health["re-added"] == {one: 1, two: 1}
+    assert scrapes.circuit["re-added"] == {one: 0, two: 0}
     assert scrapes.health["dead"] == {one: 1, two: 0}
 
 
