@@ -186,6 +186,9 @@ CASES: list[Case] = [
         Equal(f"{EXPORTER}.image", EXPORTER_IMAGE),
         Equal(f"{EXPORTER}.args[4]", "--profile"),
         Equal(f"{EXPORTER}.args[5]", "/etc/specserve/profile.yaml"),
+        # The baseline's like-for-like check knows the server's image.
+        Equal(f"{EXPORTER}.args[6]", "--server-image"),
+        Equal(f"{EXPORTER}.args[7]", IMAGE),
         Contains(f"{EXPORTER}.args", "--listen-address"),
         Contains(f"{EXPORTER}.args", "0.0.0.0:9433"),
         Equal(f"{EXPORTER}.ports[name=metrics].containerPort", 9433),

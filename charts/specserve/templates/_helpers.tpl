@@ -513,6 +513,9 @@ containers:
       - {{ $logFile }}
       - --profile
       - /etc/specserve/profile.yaml
+      # The profile's baseline must have been measured in the image the server runs.
+      - --server-image
+      - {{ include "specserve.image" $.Values.image }}
       - --listen-address
       - 0.0.0.0:{{ $.Values.exporter.port }}
       {{- range $.Values.exporter.extraArgs }}
