@@ -261,7 +261,8 @@ def _phase_out_of_rotation(stack: Stack) -> None:
     assert alert.labels["worker"] == stack.standin_url
     assert alert.labels["instance"] == stack.router.metrics_target
     assert alert.labels["job"] == ROUTER_JOB
-    assert "= -1: " in alert.annotations["description"], alert.annotations["description"]
+    assert "rotation state is -1: " in alert.annotations["description"], alert.annotations[
+        "description"]
     assert alert.annotations["runbook_url"].endswith("/spec-serve-worker-out-of-rotation.md")
     back = time.time()
     stack.router.add(stack.standin_url)
