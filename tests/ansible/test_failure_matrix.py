@@ -204,6 +204,8 @@ def _change(dep: Deployment, interval: int) -> None:
     write_profile(dep.profile, dep.server_port, **{"logging.decode_log_interval": interval})
 
 
+@pytest.mark.long(
+    "tests/ansible/test_tune.py::test_interrupted_tune_resumes_ranks_skips_and_applies_best")
 def test_sigkill_during_verify_then_rerun(matrix: Deployment) -> None:
     good = _last_good(matrix)
     _change(matrix, 20)
@@ -228,6 +230,7 @@ def test_sigkill_during_verify_then_rerun(matrix: Deployment) -> None:
     _figures("SIGKILL during verify, re-run", loop, killed, rerun, third)
 
 
+@pytest.mark.long("tests/ansible/test_tune.py::test_baseline_and_tune_wait_for_the_deploy_lock")
 def test_two_deploys_at_once(matrix: Deployment) -> None:
     _change(matrix, 30)
     with _loop(matrix) as loop:
@@ -250,6 +253,8 @@ def test_two_deploys_at_once(matrix: Deployment) -> None:
     _figures("two deploys at once", loop, done, refused, after, third)
 
 
+@pytest.mark.long(
+    "tests/ansible/test_tune.py::test_interrupted_tune_resumes_ranks_skips_and_applies_best")
 def test_sigint_right_after_the_stop_then_rerun(matrix: Deployment) -> None:
     good = _last_good(matrix)
     _change(matrix, 40)
@@ -273,6 +278,7 @@ def test_sigint_right_after_the_stop_then_rerun(matrix: Deployment) -> None:
     _figures("SIGINT right after the stop, re-run", loop, interrupted, rerun, third)
 
 
+@pytest.mark.long("tests/ansible/test_failure_matrix.py::test_crash_20s_after_start_is_rolled_back")
 def test_rollback_that_fails_its_own_gate_says_so(matrix: Deployment, tmp_path: Path) -> None:
     """The new server crashes at once; the restored last good server then fails its own
     verification gate (accept length 1.00): the play prints the first failure's evidence, the

@@ -1,0 +1,37 @@
+"""The long tier: scenario tests that take minutes each and that CI's 30-minute budget cannot
+also hold (docs/testing.md). They are deselected, not skipped, unless `--long` is given or a
+`-m` expression chooses for itself; every one has a cheaper counterpart that CI runs (the one its
+`long` mark names)."""
+
+from __future__ import annotations
+
+import pytest
+
+LONG = "long"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--long", action="store_true", default=False,
+                     help="also run the long tier (tests marked `long`); `-m long` runs only it")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--long") or config.getoption("markexpr"):
+        return
+    long = [item for item in items if item.get_closest_marker(LONG)]
+    if long:
+        config.hook.pytest_deselected(items=long)
+        items[:] = [item for item in items if not item.get_closest_marker(LONG)]
+        config.stash[_DESELECTED] = len(long)
+
+
+_DESELECTED = pytest.StashKey[int]()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter,
+                            config: pytest.Config) -> None:
+    count = config.stash.get(_DESELECTED, 0)
+    if count:
+        terminalreporter.write_line(
+            f"{count} long-tier tests not run (deselected): `scripts/test --long` runs "
+            "everything, `scripts/test -m long` only them (docs/testing.md)")
