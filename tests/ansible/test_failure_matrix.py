@@ -177,6 +177,7 @@ def test_refused_argv_stops_the_play_with_zero_downtime(
     _figures(f"argv refused by {judge}", loop, run, rerun)
 
 
+@pytest.mark.long("tests/ansible/test_deploy.py::test_crashing_image_is_rolled_back")
 def test_crash_20s_after_start_is_rolled_back(matrix: Deployment, tmp_path: Path) -> None:
     """Passes the health and verification gates, crashes 20 s after start: the stability window
     catches it, the deploy fails and rolls back, last good is not touched."""
@@ -278,7 +279,7 @@ def test_sigint_right_after_the_stop_then_rerun(matrix: Deployment) -> None:
     _figures("SIGINT right after the stop, re-run", loop, interrupted, rerun, third)
 
 
-@pytest.mark.long("tests/ansible/test_failure_matrix.py::test_crash_20s_after_start_is_rolled_back")
+@pytest.mark.long("tests/ansible/test_deploy.py::test_crashing_image_is_rolled_back")
 def test_rollback_that_fails_its_own_gate_says_so(matrix: Deployment, tmp_path: Path) -> None:
     """The new server crashes at once; the restored last good server then fails its own
     verification gate (accept length 1.00): the play prints the first failure's evidence, the

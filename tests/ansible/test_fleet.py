@@ -275,6 +275,7 @@ def test_profile_change_rolls_node_by_node_with_no_failed_request(fleet: Fleet) 
     assert not loop.failures, f"{len(loop.failures)} of {loop.sent} failed: {loop.failures[:5]}"
 
 
+@pytest.mark.long("tests/ansible/test_deploy.py::test_second_run_changes_nothing")
 def test_rerun_after_the_rollout_changes_nothing(fleet: Fleet) -> None:
     """Nothing to change: no node leaves the router, nothing is restarted, changed=0 on every
     host (router included)."""

@@ -169,7 +169,9 @@ def test_the_file_comes_back_while_the_server_is_quiet(tmp_path: Path) -> None:
         assert proc.stdout is not None and proc.stdout.readline() == b"fake: before\n"
         logs.unlink()
         deadline = time.monotonic() + 10
-        while not (logs / "sglang.log").exists():
+        # The tee creates the file, then writes its notice: wait for a whole line, not the name.
+        while not ((logs / "sglang.log").exists()
+                   and (logs / "sglang.log").read_text().endswith("\n")):  # fmt: skip
             assert time.monotonic() < deadline, "the tee did not retry the file while quiet"
             time.sleep(0.05)
         text = (logs / "sglang.log").read_text()
