@@ -219,3 +219,57 @@ def test_as_pid_1_it_reaps_the_orphans_it_inherits(tmp_path: Path) -> None:
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr.decode()
     assert proc.stdout == b"fake: ppid 1\nfake: zombies 0\n", proc.stdout
+
+
+def _namespace_init(outer: int) -> int:
+    """The PID (in this namespace) of `unshare --fork`'s child, PID 1 of the new namespace."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        children = Path(f"/proc/{outer}/task/{outer}/children")
+        found = children.read_text().split() if children.exists() else []
+        if found:
+            return int(found[0])
+        time.sleep(0.02)
+    raise AssertionError(f"unshare ({outer}) started no child")
+
+
+def test_as_pid_1_a_stop_before_the_server_started_ends_it_at_once(tmp_path: Path) -> None:
+    # PID 1 gets no signal it has no handler for (pid_namespaces(7), from an ancestor namespace
+    # too: docker stop's SIGTERM). The launcher is stopped while it validates: its stderr is a
+    # full pipe, so it blocks at its first line ("profile ..., running:"), after its imports and
+    # checks and before the server exists. Without the early handlers it stays blocked there
+    # (in CI: docker stop waited its 120 s timeout).
+    code = """
+        print("fake: started", flush=True)
+        import time; time.sleep(60)
+        """
+    profile = _profile(tmp_path, code)
+    read_fd, write_fd = os.pipe()
+    os.write(write_fd, b"x" * (1 << 16))  # a pipe holds 64 KiB: full, the next write blocks
+    os.set_blocking(write_fd, True)
+    launcher = str(Path(sys.executable).parent / "specserve-launch")
+    proc = subprocess.Popen(
+        ["unshare", "--pid", "--fork", "--mount-proc", launcher, str(profile)],
+        stdout=subprocess.PIPE, stderr=write_fd, env=ENV,
+    )  # fmt: skip
+    os.close(write_fd)
+    try:
+        init = _namespace_init(proc.pid)
+        stat = Path(f"/proc/{init}/wchan")
+        deadline = time.monotonic() + 20
+        # "pipe_write", or "anon_pipe_write" on newer kernels
+        while time.monotonic() < deadline and not stat.read_text().endswith("pipe_write"):
+            time.sleep(0.05)
+        assert stat.read_text().endswith("pipe_write"), stat.read_text()
+        os.kill(init, signal.SIGTERM)
+        out, _ = proc.communicate(timeout=5)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        leftover = os.read(read_fd, 1 << 17)
+        os.close(read_fd)
+    assert out == b"", out  # the server never started
+    # unshare passes on its child's status: killed by nothing, exit 128 + SIGTERM.
+    assert proc.returncode == 128 + signal.SIGTERM, proc.returncode
+    assert b"profile fake" not in leftover.replace(b"x", b"")
