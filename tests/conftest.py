@@ -5,6 +5,8 @@ also hold (docs/testing.md). They are deselected, not skipped, unless `--long` i
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 LONG = "long"
@@ -23,9 +25,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         config.hook.pytest_deselected(items=long)
         items[:] = [item for item in items if not item.get_closest_marker(LONG)]
         config.stash[_DESELECTED] = len(long)
+        # Under xdist this runs in each worker; the controller hears the count at the end.
+        if hasattr(config, "workeroutput"):
+            config.workeroutput[LONG] = len(long)
 
 
 _DESELECTED = pytest.StashKey[int]()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """xdist's controller: every worker collected the same tests, so any one's count is it."""
+    count = getattr(node, "workeroutput", {}).get(LONG)  # none from a crashed worker
+    if count:
+        node.config.stash[_DESELECTED] = count
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter,

@@ -4,6 +4,8 @@ CI runs for the same mechanism; that test must exist."""
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,3 +47,17 @@ def test_the_long_tier_is_listed_in_the_docs() -> None:
     docs = (ROOT / "docs" / "testing.md").read_text(encoding="utf-8")
     for test in _long_marks():
         assert f"`{test}`" in docs, f"{test} is long but docs/testing.md does not list it"
+
+
+def test_a_run_under_xdist_says_how_many_long_tests_it_left_out() -> None:
+    # Deselection happens in xdist's workers; the controller must still print the count. The
+    # -k matches nothing, so nothing runs: only collection, deselection and the summary.
+    file = "tests/ansible/test_multinode.py"
+    expected = sum(1 for test in _long_marks() if test.startswith(f"{file}::"))
+    assert expected, f"{file} has no long test to count"
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", file,
+         "-k", "no_test_is_called_this"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert f"\n{expected} long-tier tests not run (deselected)" in run.stdout, run.stdout[-3000:]
