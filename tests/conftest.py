@@ -1,13 +1,19 @@
-"""The long tier: scenario tests that take minutes each and that CI's 30-minute budget cannot
-also hold (docs/testing.md). They are deselected, not skipped, unless `--long` is given or a
-`-m` expression chooses for itself; every one has a cheaper counterpart that CI runs (the one its
-`long` mark names)."""
+"""The order and the selection of a run.
+
+- The long tier: scenario tests that take minutes each and that CI's 30-minute budget cannot
+  also hold (docs/testing.md). They are deselected, not skipped, unless `--long` is given or a
+  `-m` expression chooses for itself; every one has a cheaper counterpart that CI runs (the one
+  its `long` mark names).
+- The heaviest files first (tests/ordering.py), so that parallel workers finish together.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
+
+from tests.ordering import heaviest_files_first, load_seconds
 
 LONG = "long"
 
@@ -18,6 +24,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    items[:] = heaviest_files_first(items, load_seconds())
     if config.getoption("--long") or config.getoption("markexpr"):
         return
     long = [item for item in items if item.get_closest_marker(LONG)]
