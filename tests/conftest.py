@@ -5,10 +5,15 @@
   `-m` expression chooses for itself; every one has a cheaper counterpart that CI runs (the one
   its `long` mark names).
 - The heaviest files first (tests/ordering.py), so that parallel workers finish together.
+- A bytecode cache for the zip imports of the tests' subprocesses (tests/zipimport_cache): every
+  Ansible task compiles its AnsiballZ payload's sources afresh, half of what its module costs.
 """
 
 from __future__ import annotations
 
+import os
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,6 +21,20 @@ import pytest
 from tests.ordering import heaviest_files_first, load_seconds
 
 LONG = "long"
+ZIPIMPORT_CACHE = Path(__file__).parent / "zipimport_cache"
+
+
+def _cache_zip_imports() -> None:
+    """Set here, at import, so every worker's subprocesses inherit it (ansible-playbook and its
+    modules, which the local connection runs with the controller's environment)."""
+    inherited = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    paths = [str(ZIPIMPORT_CACHE), *filter(None, inherited)]
+    os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    os.environ.setdefault("SPECSERVE_ZIPIMPORT_CACHE",
+                          str(Path(tempfile.gettempdir()) / f"specserve-zipimport-{os.getuid()}"))
+
+
+_cache_zip_imports()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
