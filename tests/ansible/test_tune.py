@@ -2,6 +2,13 @@
 
 The stand-in's throughput follows a documented model (docs/standin.md), so the ranking the
 tuning run must find is computed here from that model, not written down.
+
+Like for like (issue 18 item 2): the module's profile leaves max_running_requests unset, so
+baseline.yml must start the non-speculative server with the cap the speculative one gets from
+SGLang (48, the stand-in's resolution derived from the contract) and record it with the other
+settings; the deploy then passes `specserve check` like for like, and a baseline recorded with
+another running-request cap, image or TP is refused by deploy.yml's preflight with the message,
+the serving container left as it was.
 """
 
 from __future__ import annotations
@@ -20,7 +27,11 @@ import pytest
 import yaml
 
 from specserve.monitoring.rules import DECODE_LINE_RATE
+from specserve.profile.likeness import SETTINGS, profile_settings
+from specserve.profile.loader import load_profile
+from specserve.standin import STANDIN_NAME
 from specserve.standin.behaviour import SpecShape, model_throughput
+from specserve.upstream import PINNED_VERSION
 from tests.e2e.processes import Services, free_port, http_ok, wait_until
 from tests.e2e.prom import Prometheus
 from tests.e2e.stack import (
@@ -38,6 +49,7 @@ from .harness import BIN, FIXTURES, ROOT, Run, docker_inspect, http_get, http_st
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 CONCURRENCY = 8
+IMAGE = "specserve/standin:0.1.0"  # the stand-in inventory's specserve_image
 # Model time is what the exporter reports, so the time scale only makes the test fast.
 FAST = {"SPECSERVE_STANDIN_LOAD_SECONDS": "0.5", "SPECSERVE_STANDIN_WARMUP_SECONDS": "0.3",
         "SPECSERVE_STANDIN_TIME_SCALE": "0.05"}
@@ -71,6 +83,10 @@ def tuning(deployment: Deployment, tmp_path_factory: pytest.TempPathFactory) -> 
     work = tmp_path_factory.mktemp("tune")
     profile = deployment.workdir / "profiles" / "tune.yaml"
     write_profile(profile, deployment.server_port, **{"logging.decode_log_interval": 10})
+    # SGLang's own cap acts: the profile does not write it (the like-for-like tests below).
+    doc = _profile(profile)
+    del doc["server"]["max_running_requests"]
+    profile.write_text(yaml.safe_dump(doc, sort_keys=False))
     extra = work / "vars.yml"
     extra.write_text(yaml.safe_dump({
         "specserve_profile": str(profile),
@@ -88,6 +104,8 @@ def tuning(deployment: Deployment, tmp_path_factory: pytest.TempPathFactory) -> 
     }))
     run = _playbook(deployment, "deploy", extra, "--skip-tags", "monitoring")
     assert run.rc == 0, run.output[-6000:]
+    # The shipped stand-in baseline records nothing: a warning, not a refusal.
+    assert "records none of the settings it was measured with" in run.output
     return {"profile": profile, "extra": extra, "runs": work / "runs"}
 
 
@@ -116,11 +134,23 @@ def test_baseline_is_measured_recorded_and_published(deployment: Deployment,
     assert run.rc == 0, run.output[-8000:]
     # The baseline server ran without speculation and passed the gate without accept length.
     assert "accept length n/a (no speculation)" in run.output
-    recorded = _profile(tuning["profile"])["baseline"]
+    doc = _profile(tuning["profile"])
+    recorded = doc["baseline"]
     assert "specserve bench" in recorded["source"]
     # What it was measured with (issue 18 item 2): the speculative run's cap, TP and image.
+    # baseline-from refuses a run whose server reported another cap than the profile it ran,
+    # so 48 is also what the non-speculative server itself said in /server_info.
     assert (recorded["max_running_requests"], recorded["tp"]) == (48, 1)
-    assert recorded["image"] == "specserve/standin:0.1.0"
+    assert "max_running_requests" not in doc["server"]  # the pin is the baseline variant's only
+    assert "measured with max_running_requests 48" in run.output
+    assert recorded["image"] == IMAGE
+    # What the server reported in /server_info: the stand-in says it is one.
+    assert recorded["sglang_version"] == f"{PINNED_VERSION}+{STANDIN_NAME}"
+    assert recorded["target"] == doc["target"]["path"]
+    assert (recorded["dp"], recorded["ep"]) == (1, 1)
+    assert recorded["context_length"] is None and recorded["cuda_graph_max_bs"] is None
+    assert recorded["disable_cuda_graph"] is False
+    assert recorded["nccl_preset"] == "default"
     values = {k: float(v) for k, v in recorded["gen_throughput_tok_s"].items()}
     assert set(values) == {"1", "8"}
     # Server-side numbers are model time: close to the documented model (decode-log windows
@@ -136,6 +166,48 @@ def test_baseline_is_measured_recorded_and_published(deployment: Deployment,
     # The speculative server is back (profile 3/1/4), verified.
     _assert_verified_server(deployment, 3, 4)
     assert not any(tuning["profile"].parent.glob(".*specserve-tune*"))
+    # The speculative profile with that baseline deploys: check finds it like for like.
+    again = _playbook(deployment, "deploy", tuning["extra"], "--skip-tags", "monitoring")
+    assert again.rc == 0, again.output[-6000:]
+    assert "the baseline was measured under other settings" not in again.output
+    assert "records none of the settings" not in again.output
+
+
+UNLIKE = {
+    "max_running_requests": (
+        32,
+        "baseline.max_running_requests = 32 but server.max_running_requests (effective) = 48",
+    ),
+    "image": ("specserve/standin:0.0.9", "baseline.image = 'specserve/standin:0.0.9' but the "
+              f"deploy's server image = '{IMAGE}'"),
+    "tp": (2, "baseline.tp = 2 but parallelism.tp = 1"),
+}
+
+
+@pytest.mark.parametrize("setting", list(UNLIKE))
+def test_a_deploy_with_an_unlike_baseline_is_refused_before_any_change(
+        deployment: Deployment, tuning: dict[str, Any], setting: str) -> None:
+    before = docker_inspect(deployment.prefix)
+    assert before is not None and before["State"]["Running"]
+    doc = _profile(tuning["profile"])
+    assert "image" in doc["baseline"], "the baseline test records the settings first"
+    value, said = UNLIKE[setting]
+    doc["baseline"][setting] = value
+    unlike = tuning["profile"].parent / f"unlike-{setting}.yaml"
+    unlike.write_text(yaml.safe_dump(doc, sort_keys=False))
+    try:
+        run = _playbook(deployment, "deploy", tuning["extra"], "--skip-tags", "monitoring",
+                        "-e", f"specserve_profile={unlike}")
+    finally:
+        unlike.unlink()
+    assert run.rc != 0
+    assert "is refused by `specserve check`" in run.output, run.output[-6000:]
+    assert said in run.output, run.output[-6000:]
+    assert "re-run playbooks/baseline.yml" in run.output
+    # Refused in preflight: the serving container is the same one, still healthy.
+    after = docker_inspect(deployment.prefix)
+    assert after is not None and after["Id"] == before["Id"] and after["State"]["Running"]
+    assert http_status(f"http://127.0.0.1:{deployment.server_port}/health_generate") == 200
 
 
 def _state(run_dir: Path) -> dict[str, Any]:
@@ -288,7 +360,7 @@ def _load(dep: Deployment, work: Path, seconds: int) -> None:
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
 
 
-# Independent of the other tests here (its own baseline): two playbooks, five restarts.
+# Independent of the other tests here (its own profile and baseline): two playbooks, four restarts.
 @pytest.mark.timeout(2400)
 def test_no_speculation_is_deployed_when_it_is_fastest(deployment: Deployment,
                                                        tuning: dict[str, Any],
@@ -300,11 +372,21 @@ def test_no_speculation_is_deployed_when_it_is_fastest(deployment: Deployment,
     behaviour.write_text(f"acceptance: {acceptance:.6f}\n")
     behaviour.chmod(0o644)
     tmp_path.chmod(0o755)  # the stand-in's user reads the mounted file
-    # The seeds' profile; its baseline is measured below, like for like, by baseline.yml.
+    # The seeds' profile, with the baseline the stand-in's model gives without speculation (90
+    # tok/s at concurrency 1) recorded like for like: baseline.yml measuring one is
+    # test_baseline_is_measured_recorded_and_published's; this test starts from the seeds' state.
     profile = tuning["profile"].parent / "seeds.yaml"
     write_profile(profile, deployment.server_port, **{
         "logging.decode_log_interval": 10, "drafter.num_steps": 3, "drafter.eagle_topk": 4,
         "drafter.num_draft_tokens": 16})
+    # What baseline.yml records: the profile's settings, the image, the version /server_info gave.
+    settings = profile_settings(load_profile(profile), IMAGE, f"{PINNED_VERSION}+{STANDIN_NAME}")
+    doc = _profile(profile)
+    doc["baseline"] = {
+        "gen_throughput_tok_s": {"1": round(model_throughput(None, 1, acceptance), 1)},
+        "source": "the stand-in's documented model without speculation (docs/standin.md)",
+        **{key: settings[key] for key in SETTINGS if key in settings}}
+    profile.write_text(yaml.safe_dump(doc, sort_keys=False))
     extra = tmp_path / "vars.yml"
     inventory_env = yaml.safe_load(deployment.inventory.read_text())["specserve"]["vars"].get(
         "server_env", {})
@@ -319,13 +401,11 @@ def test_no_speculation_is_deployed_when_it_is_fastest(deployment: Deployment,
         "tune_grid": {"num_steps": [3], "eagle_topk": [4], "num_draft_tokens": [16]},
         "tune_points": [],
         "tune_apply_best": True,
-        "tune_baseline_concurrency": [1],
     }))
-    # The baseline of this profile, then its speculative server back (the seeds' state).
-    run = _playbook(deployment, "baseline", extra, timeout=900)
+    run = _playbook(deployment, "deploy", extra, "--skip-tags", "monitoring")
     assert run.rc == 0, run.output[-6000:]
-    assert _profile(profile)["baseline"]["gen_throughput_tok_s"]["1"] == pytest.approx(
-        90.0, rel=0.12)
+    assert "the baseline was measured under other settings" not in run.output
+    assert "records none of the settings" not in run.output
     with _prometheus(tmp_path / "prometheus", deployment.exporter_port) as prom:
         below = _alert_expr(prom, "SpecDecodeBelowBaseline")
         # Before: the seeds' speculative server is below its baseline, and the alert's own

@@ -218,6 +218,9 @@ def ansible_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str,
         "tune_bench_requests_per_level": 4,
         "tune_concurrency": 1,
         "tune_grid": {"num_steps": [1], "eagle_topk": [1], "num_draft_tokens": [2]},
+        # One point (no speculation) and the restore: the restarts, benches and reports whose
+        # output is read here; the ranking between points is tests/ansible/test_tune.py's.
+        "tune_max_points": 1,
         "verify_warmup_requests": 1,
         "verify_warmup_max_tokens": 120,
     }))  # fmt: skip
