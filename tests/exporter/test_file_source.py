@@ -247,6 +247,8 @@ def test_truncation_then_shorter_content(
 def test_missing_at_start_then_created(start_exporter: StartExporter, tmp_path: Path, line: Line):
     log = tmp_path / "later.log"
     exporter = follow(start_exporter, log)
+    # "starting" until the tailer's first look at the path (CI caught it there once, loaded).
+    exporter.wait_state("waiting")
     status, body = exporter.healthz()
     assert (status, body["source"]["state"]) == (200, "waiting")  # normal during a deploy
     assert "does not exist" in body["source"]["detail"]
