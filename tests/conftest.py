@@ -1,27 +1,26 @@
-"""The order and the selection of a run.
+"""The order of a run, what its subprocesses share, and what needs a Docker engine.
 
-- The long tier: scenario tests that take minutes each and that CI's 30-minute budget cannot
-  also hold (docs/testing.md). They are deselected, not skipped, unless `--long` is given or a
-  `-m` expression chooses for itself; every one has a cheaper counterpart that CI runs (the one
-  its `long` mark names).
 - The heaviest files first (tests/ordering.py), so that parallel workers finish together.
 - A bytecode cache for the zip imports of the tests' subprocesses (tests/zipimport_cache): every
   Ansible task compiles its AnsiballZ payload's sources afresh, half of what its module costs.
+- Only tests marked `docker` reach the Docker engine: every other test runs with `DOCKER_HOST`
+  at a socket that does not exist, so `scripts/test-fast` (`-m "not docker"`, no engine needed)
+  selects exactly the tests that need none, and every full run proves that selection again.
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.ordering import heaviest_files_first, load_seconds
 
-LONG = "long"
 ZIPIMPORT_CACHE = Path(__file__).parent / "zipimport_cache"
+NO_ENGINE = "unix:///nonexistent/specserve-tests-not-marked-docker/docker.sock"
 
 
 def _cache_zip_imports() -> None:
@@ -37,40 +36,34 @@ def _cache_zip_imports() -> None:
 _cache_zip_imports()
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--long", action="store_true", default=False,
-                     help="also run the long tier (tests marked `long`); `-m long` runs only it")
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items[:] = heaviest_files_first(items, load_seconds())
-    if config.getoption("--long") or config.getoption("markexpr"):
+
+
+def _without_engine(item: pytest.Item) -> Iterator[None]:
+    """The docker CLI, the Docker SDK and community.docker all read DOCKER_HOST: an unmarked test
+    that reaches the engine fails with "No such file or directory" naming this socket. Setup
+    (fixtures included) and call only: a module fixture's teardown may follow a marked test's
+    use of the engine and must reach it."""
+    if item.get_closest_marker("docker"):
+        yield
         return
-    long = [item for item in items if item.get_closest_marker(LONG)]
-    if long:
-        config.hook.pytest_deselected(items=long)
-        items[:] = [item for item in items if not item.get_closest_marker(LONG)]
-        config.stash[_DESELECTED] = len(long)
-        # Under xdist this runs in each worker; the controller hears the count at the end.
-        if hasattr(config, "workeroutput"):
-            config.workeroutput[LONG] = len(long)
+    saved = os.environ.get("DOCKER_HOST")
+    os.environ["DOCKER_HOST"] = NO_ENGINE
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("DOCKER_HOST", None)
+        else:
+            os.environ["DOCKER_HOST"] = saved
 
 
-_DESELECTED = pytest.StashKey[int]()
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    yield from _without_engine(item)
 
 
-@pytest.hookimpl(optionalhook=True)
-def pytest_testnodedown(node: Any, error: object) -> None:
-    """xdist's controller: every worker collected the same tests, so any one's count is it."""
-    count = getattr(node, "workeroutput", {}).get(LONG)  # none from a crashed worker
-    if count:
-        node.config.stash[_DESELECTED] = count
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter,
-                            config: pytest.Config) -> None:
-    count = config.stash.get(_DESELECTED, 0)
-    if count:
-        terminalreporter.write_line(
-            f"{count} long-tier tests not run (deselected): `scripts/test --long` runs "
-            "everything, `scripts/test -m long` only them (docs/testing.md)")
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    yield from _without_engine(item)

@@ -27,13 +27,13 @@ def test_figures_come_from_a_real_junit_report(tmp_path: Path) -> None:
     junit = tmp_path / "run.xml"
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}",
-         "tests/test_long_tier.py", "-k", "counterpart or docs"],
+         "tests/test_ordering.py", "-k", "real_collection"],
         cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
     assert run.returncode == 0, run.stdout[-2000:]
     seconds = seconds_from_junit(junit)
-    assert list(seconds) == ["tests/test_long_tier.py"], seconds
-    assert seconds["tests/test_long_tier.py"] > 0
+    assert list(seconds) == ["tests/test_ordering.py"], seconds
+    assert seconds["tests/test_ordering.py"] > 0
 
 
 def test_the_recorded_figures_name_test_files_that_exist() -> None:

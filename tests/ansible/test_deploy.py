@@ -301,8 +301,6 @@ def test_monitoring_off_exports_files(deployment: Deployment, tmp_path: Path) ->
     assert (export / "grafana/specserve-alerts.yml").is_file()
 
 
-@pytest.mark.long(
-    "tests/ansible/test_fleet.py::test_node_that_crashes_after_start_is_rolled_back_and_left_out")
 def test_several_nodes_one_at_a_time_stop_at_first_failure(deployment: Deployment,
                                                            tmp_path: Path) -> None:
     before = _serving(deployment)

@@ -177,7 +177,6 @@ def test_refused_argv_stops_the_play_with_zero_downtime(
     _figures(f"argv refused by {judge}", loop, run, rerun)
 
 
-@pytest.mark.long("tests/ansible/test_deploy.py::test_crashing_image_is_rolled_back")
 def test_crash_20s_after_start_is_rolled_back(matrix: Deployment, tmp_path: Path) -> None:
     """Passes the health and verification gates, crashes 20 s after start: the stability window
     catches it, the deploy fails and rolls back, last good is not touched."""
@@ -205,8 +204,6 @@ def _change(dep: Deployment, interval: int) -> None:
     write_profile(dep.profile, dep.server_port, **{"logging.decode_log_interval": interval})
 
 
-@pytest.mark.long(
-    "tests/ansible/test_tune.py::test_interrupted_tune_resumes_ranks_skips_and_applies_best")
 def test_sigkill_during_verify_then_rerun(matrix: Deployment) -> None:
     good = _last_good(matrix)
     _change(matrix, 20)
@@ -231,7 +228,6 @@ def test_sigkill_during_verify_then_rerun(matrix: Deployment) -> None:
     _figures("SIGKILL during verify, re-run", loop, killed, rerun, third)
 
 
-@pytest.mark.long("tests/ansible/test_tune.py::test_baseline_and_tune_wait_for_the_deploy_lock")
 def test_two_deploys_at_once(matrix: Deployment) -> None:
     _change(matrix, 30)
     with _loop(matrix) as loop:
@@ -254,8 +250,6 @@ def test_two_deploys_at_once(matrix: Deployment) -> None:
     _figures("two deploys at once", loop, done, refused, after, third)
 
 
-@pytest.mark.long(
-    "tests/ansible/test_tune.py::test_interrupted_tune_resumes_ranks_skips_and_applies_best")
 def test_sigint_right_after_the_stop_then_rerun(matrix: Deployment) -> None:
     good = _last_good(matrix)
     _change(matrix, 40)
@@ -279,7 +273,6 @@ def test_sigint_right_after_the_stop_then_rerun(matrix: Deployment) -> None:
     _figures("SIGINT right after the stop, re-run", loop, interrupted, rerun, third)
 
 
-@pytest.mark.long("tests/ansible/test_deploy.py::test_crashing_image_is_rolled_back")
 def test_rollback_that_fails_its_own_gate_says_so(matrix: Deployment, tmp_path: Path) -> None:
     """The new server crashes at once; the restored last good server then fails its own
     verification gate (accept length 1.00): the play prints the first failure's evidence, the

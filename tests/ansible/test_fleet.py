@@ -275,7 +275,6 @@ def test_profile_change_rolls_node_by_node_with_no_failed_request(fleet: Fleet) 
     assert not loop.failures, f"{len(loop.failures)} of {loop.sent} failed: {loop.failures[:5]}"
 
 
-@pytest.mark.long("tests/ansible/test_deploy.py::test_second_run_changes_nothing")
 def test_rerun_after_the_rollout_changes_nothing(fleet: Fleet) -> None:
     """Nothing to change: no node leaves the router, nothing is restarted, changed=0 on every
     host (router included)."""
@@ -327,8 +326,6 @@ def test_node_that_crashes_after_start_is_rolled_back_and_left_out(fleet: Fleet)
     assert not loop.failures, f"{len(loop.failures)} of {loop.sent} failed: {loop.failures[:5]}"
 
 
-@pytest.mark.long(
-    "tests/ansible/test_fleet.py::test_profile_change_rolls_node_by_node_with_no_failed_request")
 def test_drain_bound_stops_the_play_before_the_server_is_touched(fleet: Fleet) -> None:
     """A generation longer than router_drain_timeout_s on node1 when its turn comes: node1 is
     out of the router, the play fails naming the bound and the setting, node1's server is not

@@ -14,6 +14,8 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from .harness import BIN, ROOT
 
 
@@ -37,6 +39,7 @@ def run_host_role(tmp_path: Path, gpu_count: int, *args: str) -> subprocess.Comp
     )
 
 
+@pytest.mark.docker  # the probe asks the real engine for its runtimes
 def test_gpu_profile_adds_the_nvidia_runtime_and_notifies_the_restart(tmp_path: Path) -> None:
     daemon_json = tmp_path / "daemon.json"
     original = {"log-driver": "json-file", "log-opts": {"max-size": "50m"}}

@@ -219,8 +219,6 @@ def test_ranks_that_do_not_cover_the_group_are_refused(tmp_path: Path) -> None:
         _cleanup(dep.prefix)
 
 
-@pytest.mark.long(
-    "tests/ansible/test_multinode.py::test_a_multinode_group_is_deployed_gated_on_rank0_and_rolled_back_as_one")
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_a_first_deploy_failing_on_one_rank_stops_every_rank(tmp_path: Path) -> None:

@@ -474,8 +474,6 @@ MIX_ACCEPTANCE = 0.5
 MIX = {1: 0.8, 8: 0.2}
 
 
-@pytest.mark.long(
-    "tests/ansible/test_tune_helpers.py::test_traffic_mix_weighs_each_configuration_and_can_change_the_winner")
 @pytest.mark.timeout(2400)
 def test_a_traffic_mix_ranks_by_its_weights_and_finds_the_crossover(
         deployment: Deployment, tuning: dict[str, Any], tmp_path: Path) -> None:
