@@ -1,14 +1,20 @@
 """Run code inside an SGLang venv (.sglang/<version>/) from the tests, JSON in and JSON out.
 
-Importing SGLang costs about a second, so callers batch: one subprocess handles many argvs.
+Importing SGLang costs 5-8 s of CPU (torch, transformers), so callers batch (one request handles
+many argvs) and every request of a test worker runs in a fork of one process per version that
+has imported SGLang once (scripts/sglang/forkserver.py): the same code as `python SCRIPT`, in
+the state a fresh interpreter has after that import.
 A missing venv FAILS the test (never skips) and names the command that creates it.
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import select
 import subprocess
+import tempfile
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -66,29 +72,65 @@ def _env() -> dict[str, str]:
     return env
 
 
+class _ForkServer:
+    """scripts/sglang/forkserver.py in one version's venv, for this test process."""
+
+    def __init__(self, version: str) -> None:
+        self.version = version
+        self.log = tempfile.NamedTemporaryFile(  # noqa: SIM115  (lives as long as the server)
+            prefix=f"specserve-forkserver-{version}-", suffix=".log")
+        self.proc = subprocess.Popen(
+            [str(venv_python(version)), str(SCRIPTS / "forkserver.py")],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True,
+            cwd=ROOT, env=_env())  # fmt: skip
+        atexit.register(self.close)
+
+    def run(self, args: list[str], stdin: str) -> dict[str, Any]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        try:
+            self.proc.stdin.write(json.dumps({"args": args, "stdin": stdin}) + "\n")
+            self.proc.stdin.flush()
+        except BrokenPipeError:
+            pass  # reported below with the server's own last words
+        ready, _, _ = select.select([self.proc.stdout], [], [], TIMEOUT_S)
+        line = self.proc.stdout.readline() if ready else ""
+        if not line:
+            self.close()
+            _SERVERS.pop(self.version, None)
+            self.log.seek(0)
+            pytest.fail(
+                f"SGLang {self.version}: the fork server "
+                f"{'gave no answer in ' + str(TIMEOUT_S) + ' s' if not ready else 'ended'} "
+                f"running {' '.join(args[:2])[:200]}:\n"
+                f"{self.log.read().decode(errors='replace')[-4000:]}", pytrace=False)
+        return dict(json.loads(line))
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+_SERVERS: dict[str, _ForkServer] = {}
+
+
 def run_python(version: str, args: list[str], payload: Any) -> Any:
-    """Run `python <args>` in the venv with `payload` as JSON on stdin; return its JSON stdout."""
-    python = venv_python(version)
-    proc = subprocess.run(
-        [str(python), *args],
-        input=json.dumps(payload),
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=_env(),
-        timeout=TIMEOUT_S,
-        check=False,
-    )
-    if proc.returncode != 0:
+    """`python <args>` in the venv with `payload` as JSON on stdin; return its JSON stdout."""
+    server = _SERVERS.get(version)
+    if server is None:
+        server = _SERVERS[version] = _ForkServer(version)
+    answer = server.run(args, json.dumps(payload))
+    if answer["rc"] != 0:
         pytest.fail(
-            f"SGLang {version}: {' '.join(args[:2])} exited {proc.returncode}:\n"
-            f"{proc.stderr[-4000:]}",
+            f"SGLang {version}: {' '.join(args[:2])} exited {answer['rc']}:\n"
+            f"{answer['stderr'][-4000:]}",
             pytrace=False,
         )
     try:
-        return json.loads(proc.stdout)
+        return json.loads(answer["stdout"])
     except json.JSONDecodeError:
-        pytest.fail(f"SGLang {version}: no JSON on stdout:\n{proc.stdout[-2000:]}", pytrace=False)
+        pytest.fail(f"SGLang {version}: no JSON on stdout:\n{answer['stdout'][-2000:]}",
+                    pytrace=False)
 
 
 def run_script(version: str, script: str, payload: Any = None) -> Any:
