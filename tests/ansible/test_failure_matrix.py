@@ -169,10 +169,16 @@ def test_refused_argv_stops_the_play_with_zero_downtime(
     assert after["State"]["StartedAt"] == before["State"]["StartedAt"]
     assert _last_good(matrix) == good
     assert loop.failed == 0, f"{loop.failed} of {loop.sent} requests failed"
-    leftovers = subprocess.run(
-        ["docker", "ps", "-aq", "--filter", "label=io.specserve.role=validate"],
-        capture_output=True, text=True, check=True).stdout.split()
+    # This deployment's only: other test files deploy (and validate) at the same time.
+    ours = ["docker", "ps", "-a", "--format", "{{.Names}}",
+            "--filter", f"label=io.specserve.server={matrix.prefix}"]
+    leftovers = subprocess.run([*ours, "--filter", "label=io.specserve.role=validate"],
+                               capture_output=True, text=True, check=True).stdout.split()
     assert leftovers == [], "the throwaway validation container was left behind"
+    # The filter finds what this deployment labels so (its exporter), so the empty list above
+    # is not a filter that matches nothing.
+    labelled = subprocess.run(ours, capture_output=True, text=True, check=True).stdout.split()
+    assert labelled, "no container carries io.specserve.server=" + matrix.prefix
     rerun = _converges(matrix)
     _figures(f"argv refused by {judge}", loop, run, rerun)
 
