@@ -3,15 +3,21 @@
 With --enable-metrics SGLang serves `sglang:time_to_first_token_seconds` and
 `sglang:inter_token_latency_seconds` (per token: each output's interval divided by its new
 tokens, so a verify pass that brings 3 tokens counts 3 short intervals). These are the histograms
-the SLO alerts read (SpecServeTimeToFirstTokenHigh / SpecServeInterTokenLatencyHigh). A level's
-p99 is Prometheus' histogram_quantile on the level's bucket increments summed over every label
-set, so the bench reports what the alert would see for that load. The client-side ITL in the
-report is the gap between streamed chunks instead (one chunk per verify pass).
+the SLO alerts read (SpecServeTimeToFirstTokenHigh / SpecServeInterTokenLatencyHigh).
+
+A histogram knows which bucket an observation fell into, nothing finer. So a level's p99 is
+reported as the bucket that holds it (the bucket increments of the level, summed over every label
+set): `{"gt": lower, "le": upper}`, the p99 is above `gt` and at most `le`. Prometheus'
+histogram_quantile would interpolate linearly inside that bucket, which with SGLang's TTFT buckets
+(0.1, 0.2, 0.4, ... 400 s in 0.5.21 and 0.5.23) turns "every first token within 100 ms" into a
+fake-precise "99.0 ms" on every run. The client-side TTFT and ITL in the report are the bench's own
+timing instead (exact, per request).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -23,6 +29,18 @@ QUANTILE = 0.99
 # Histogram family -> upper bound -> cumulative count, summed over label sets.
 Histograms = dict[str, dict[float, float]]
 FAMILIES = {"ttft": SGLANG_TIME_TO_FIRST_TOKEN, "itl": SGLANG_INTER_TOKEN_LATENCY}
+
+
+@dataclass(frozen=True)
+class Bucket:
+    """Where a quantile lies: above `gt` (None: the first bucket, no lower bound) and at most
+    `le` (None: the +Inf bucket, no upper bound)."""
+
+    gt: float | None
+    le: float | None
+
+    def as_json(self) -> dict[str, float | None]:
+        return {"gt": self.gt, "le": self.le}
 
 
 def parse_histograms(text: str) -> Histograms:
@@ -38,8 +56,9 @@ def parse_histograms(text: str) -> Histograms:
     return found
 
 
-def bucket_quantile(q: float, buckets: dict[float, float]) -> float | None:
-    """Prometheus' histogram_quantile on cumulative `buckets`; None without observations."""
+def quantile_bucket(q: float, buckets: dict[float, float]) -> Bucket | None:
+    """The bucket of cumulative `buckets` that holds the q-quantile (the bucket Prometheus'
+    histogram_quantile interpolates in); None without observations or without a +Inf bucket."""
     bounds = sorted(buckets)
     if not bounds or bounds[-1] != math.inf:
         return None
@@ -49,29 +68,46 @@ def bucket_quantile(q: float, buckets: dict[float, float]) -> float | None:
         return None
     rank = q * total
     index = next(i for i, count in enumerate(counts) if count >= rank)
-    if index == len(bounds) - 1:
-        # Above the last finite bound: Prometheus answers that bound.
-        return bounds[-2] if len(bounds) > 1 else None
-    start = 0.0 if index == 0 else bounds[index - 1]
-    below = 0.0 if index == 0 else counts[index - 1]
-    in_bucket = counts[index] - below
-    if index == 0 and bounds[0] <= 0:
-        return bounds[0]
-    return start + (bounds[index] - start) * ((rank - below) / in_bucket)
+    lower = None if index == 0 else bounds[index - 1]
+    upper = None if bounds[index] == math.inf else bounds[index]
+    return Bucket(lower, upper)
 
 
 def level_latency(before: Histograms, after: Histograms) -> dict[str, Any] | None:
-    """p99 TTFT and ITL (seconds) of what SGLang observed between two scrapes, and how many
-    observations each rests on; None when the server serves neither histogram."""
+    """The buckets of the p99 TTFT and ITL (seconds) that SGLang observed between two scrapes,
+    and how many observations each rests on; None when the server serves neither histogram."""
     if not any(FAMILIES[key] in after for key in FAMILIES):
         return None
     out: dict[str, Any] = {}
     for key, family in FAMILIES.items():
         old, new = before.get(family, {}), after.get(family, {})
         delta = {bound: new[bound] - old.get(bound, 0.0) for bound in new}
-        out[f"{key}_p99_s"] = bucket_quantile(QUANTILE, delta)
+        bucket = quantile_bucket(QUANTILE, delta)
+        out[f"{key}_p99_bucket_s"] = None if bucket is None else bucket.as_json()
         out[f"{key}_observations"] = int(delta.get(math.inf, 0.0))
     return out
+
+
+def format_bucket(bucket: dict[str, float | None] | None) -> str:
+    """A quantile's bucket as text, never a single number: "<= 100 ms" (the first bucket),
+    "100-200 ms" (above 100, at most 200), "> 400 s" (above the last finite bound); seconds once
+    a bound reaches 1 s; "-" without observations."""
+    if bucket is None:
+        return "-"
+    gt, le = bucket.get("gt"), bucket.get("le")
+    finite = [b for b in (gt, le) if b is not None]
+    if not finite:
+        return "any (no finite bucket)"
+    scale, unit = (1.0, "s") if max(finite) >= 1.0 else (1000.0, "ms")
+
+    def num(seconds: float) -> str:
+        return f"{seconds * scale:.6g}"
+
+    if gt is None:
+        return f"<= {num(finite[0])} {unit}"
+    if le is None:
+        return f"> {num(gt)} {unit}"
+    return f"{num(gt)}-{num(le)} {unit}"
 
 
 class NativeScraper:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from specserve.bench.native import format_bucket
 from specserve.buckets import concurrency_bucket
 
 COLUMNS = (
@@ -11,12 +12,12 @@ COLUMNS = (
     "ok/requests",
     "agg tok/s",
     "req tok/s p50",
-    "TTFT p50 ms",
-    "TTFT p99 ms",
-    "ITL p50 ms",
-    "ITL p99 ms",
-    "server TTFT p99 ms",
-    "server ITL p99 ms",
+    "client TTFT p50 ms",
+    "client TTFT p99 ms",
+    "client ITL p50 ms",
+    "client ITL p99 ms",
+    "server TTFT p99 bucket",
+    "server ITL p99 bucket",
     "accept len",
     "server gen tok/s",
     "speedup",
@@ -35,6 +36,15 @@ def speculative_summary(server: dict[str, Any]) -> str:
         f"{spec['algorithm']}, steps {spec['num_steps']}, top-k {spec['eagle_topk']}, "
         f"draft tokens {spec['num_draft_tokens']}"
     )
+
+
+def _server_p99(server: dict[str, Any], key: str) -> str:
+    """The bucket that holds SGLang's p99; a result written before schema 2 carries the old
+    interpolated number, shown as such."""
+    if f"{key}_p99_bucket_s" in server:
+        return format_bucket(server[f"{key}_p99_bucket_s"])
+    legacy = server.get(f"{key}_p99_s")
+    return "-" if legacy is None else f"~{legacy * 1000:.1f} ms (interpolated)"
 
 
 def _server_gen(level: dict[str, Any]) -> float | None:
@@ -63,8 +73,8 @@ def _row(level: dict[str, Any], with_baseline: bool) -> list[str]:
         _fmt(level["ttft_s"]["p99"], scale=1000),
         _fmt(level["itl_s"]["p50"], 2, 1000),
         _fmt(level["itl_s"]["p99"], 2, 1000),
-        _fmt(server.get("ttft_p99_s"), scale=1000),
-        _fmt(server.get("itl_p99_s"), 2, 1000),
+        _server_p99(server, "ttft"),
+        _server_p99(server, "itl"),
         _fmt(exporter.get("accept_length"), 2),
         _fmt(_server_gen(level)),
     ]
@@ -104,10 +114,12 @@ def markdown(result: dict[str, Any]) -> str:
     lines += [
         "",
         "agg tok/s: output tokens of all requests / wall time of the level. req tok/s: one "
-        "request's tokens after the first / time after the first. ITL: gap between streamed "
-        "chunks (one chunk per verify pass when speculating). server TTFT / ITL p99: from "
-        "SGLang's own histograms (--enable-metrics; ITL per token, as the SLO alerts read it), "
-        "'-' without them. accept len and server gen tok/s: "
+        "request's tokens after the first / time after the first. client TTFT / ITL: measured "
+        "by the bench for every request (ITL: gap between streamed chunks, one chunk per verify "
+        "pass when speculating). server TTFT / ITL p99 bucket: the bucket of SGLang's own "
+        "histograms (--enable-metrics; ITL per token, as the SLO alerts read it) that holds the "
+        "p99, as bounds, not a number: '<= 100 ms' is the first bucket, '100-200 ms' above 100 "
+        "and at most 200; '-' without them. accept len and server gen tok/s: "
         "what the exporter saw in the server's decode log during the level (gen tok/s of the "
         "level's concurrency bucket).",
         "",

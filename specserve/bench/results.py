@@ -16,7 +16,7 @@ import jsonschema
 
 from specserve.bench.server import ServerFacts
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 class ResultError(ValueError):

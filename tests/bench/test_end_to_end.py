@@ -23,6 +23,7 @@ from specserve.standin.behaviour import (
     model_throughput,
     step_seconds,
 )
+from specserve.standin.metrics import ITL_BUCKETS, TTFT_BUCKETS
 from tests.bench.conftest import DRAFTER, RECIPE_FLAGS, TIME_SCALE
 
 ACCEPTANCE = 0.6
@@ -119,7 +120,14 @@ def test_speculative_against_baseline(servers, bench) -> None:
             # per-token interval for every later token; per token, ITL is below a step.
             assert server["ttft_observations"] == 8, server
             assert server["itl_observations"] == 8 * (MAX_TOKENS - 1), server
-            assert server["ttft_p99_s"] > 0 and 0 < server["itl_p99_s"] <= 2 * step_wall, server
+            # The p99s are buckets of SGLang's bounds, not numbers. Every first token came
+            # within the level's wall time, and a token's interval is below a step.
+            ttft_bucket, itl_bucket = server["ttft_p99_bucket_s"], server["itl_p99_bucket_s"]
+            for bucket, bounds in ((ttft_bucket, TTFT_BUCKETS), (itl_bucket, ITL_BUCKETS)):
+                i = bounds.index(bucket["le"])
+                assert bucket["gt"] == (bounds[i - 1] if i else None), server
+            assert (ttft_bucket["gt"] or 0.0) < level["wall_s"], server
+            assert (itl_bucket["gt"] or 0.0) < 2 * step_wall, server
 
         # Aggregate throughput grows with concurrency as the model says (ratios to level 1).
         for c in LEVELS[1:]:
