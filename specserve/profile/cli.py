@@ -69,47 +69,57 @@ def _version(command: str, args: argparse.Namespace) -> str | None:
         return None
 
 
-def cmd_check(args: argparse.Namespace) -> int:
-    path: Path = args.profile
-    version = _version("check", args)
+def _check_options(args: argparse.Namespace, version: str) -> CheckOptions:
+    """What `check` and `render` check with: the same flags mean the same checks."""
+    return CheckOptions(
+        weights_root=args.weights_root,
+        configs_only=args.configs_only,
+        require_models=args.require_models,
+        sglang_version=version,
+        compare_baseline=not args.no_baseline_check,
+        image=args.image,
+    )
+
+
+def _checked(
+    command: str, args: argparse.Namespace
+) -> tuple[Profile | None, list[Issue], str] | int:
+    """Load and check the profile as `check` does (for `check` and `render` alike): the profile
+    (None when it did not load), its issues and the SGLang version; or EXIT_USAGE after printing
+    why the command line cannot be checked."""
+    version = _version(command, args)
     if version is None:
         return EXIT_USAGE
-    profile, issues, code = _load(path)
+    profile, issues, code = _load(args.profile)
     if code == EXIT_USAGE:
-        sys.stderr.write(_usage_line("check", issues))
+        sys.stderr.write(_usage_line(command, issues))
         return EXIT_USAGE
     problem = _weights_root_problem(args.weights_root) if args.weights_root else None
     if problem is not None:
-        sys.stderr.write(f"specserve check: {problem}\n")
+        sys.stderr.write(f"specserve {command}: {problem}\n")
         return EXIT_USAGE
     if profile is not None:
-        options = CheckOptions(
-            weights_root=args.weights_root,
-            configs_only=args.configs_only,
-            require_models=args.require_models,
-            sglang_version=version,
-            compare_baseline=not args.no_baseline_check,
-            image=args.image,
-        )
-        issues = run_checks(profile, options)
-    write_report(sys.stdout, path, issues, args.format)
+        issues = run_checks(profile, _check_options(args, version))
+    return profile, issues, version
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    checked = _checked("check", args)
+    if isinstance(checked, int):
+        return checked
+    _, issues, _ = checked
+    write_report(sys.stdout, args.profile, issues, args.format)
     return EXIT_ERRORS if errors(issues) else EXIT_OK
 
 
 def cmd_render(args: argparse.Namespace) -> int:
-    path: Path = args.profile
-    version = _version("render", args)
-    if version is None:
-        return EXIT_USAGE
-    profile, issues, code = _load(path)
-    if code == EXIT_USAGE:
-        sys.stderr.write(_usage_line("render", issues))
-        return EXIT_USAGE
-    if profile is not None:
-        issues = run_checks(profile, CheckOptions(configs_only=True, sglang_version=version))
+    checked = _checked("render", args)
+    if isinstance(checked, int):
+        return checked
+    profile, issues, version = checked
     if errors(issues) or profile is None:
         # Refuse to print a command that `check` would reject: it would be pasted and run.
-        sys.stderr.write(format_text(path, issues))
+        sys.stderr.write(format_text(args.profile, issues))
         return EXIT_ERRORS
     placement = Placement(args.node_rank, args.rendezvous_host)
     try:
@@ -137,6 +147,41 @@ def _version_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _check_arguments(parser: argparse.ArgumentParser) -> None:
+    """The profile and every option that decides what is checked: `check` and `render` both take
+    them, and both run _checked() with them."""
+    parser.add_argument("profile", type=Path, help="profile YAML")
+    parser.add_argument(
+        "--weights-root",
+        type=Path,
+        default=None,
+        help="directory holding the model directories (matched by basename)",
+    )
+    parser.add_argument(
+        "--configs-only",
+        action="store_true",
+        help="check config.json / index files only, not shard presence (model directories "
+        "without weights: the stand-in profile's test fixtures, a controller before download)",
+    )
+    parser.add_argument(
+        "--require-models",
+        action="store_true",
+        help="a model directory that cannot be found is an error, not a warning",
+    )
+    parser.add_argument(
+        "--image",
+        default=None,
+        help="the server image the deploy runs; compared with the baseline's recorded image",
+    )
+    parser.add_argument(
+        "--no-baseline-check",
+        action="store_true",
+        help="do not compare a speculative profile with its baseline's recorded settings "
+        "(playbooks/baseline.yml, which re-measures it)",
+    )
+    _version_option(parser)
+
+
 def register(subparsers: Any) -> None:
     check = subparsers.add_parser(
         "check",
@@ -145,46 +190,19 @@ def register(subparsers: Any) -> None:
         "config.json, parallelism, server flags, NCCL, weights, and a speculative profile "
         "against what its baseline was measured with. Exit 0 ok, 1 errors, 2 usage.",
     )
-    check.add_argument("profile", type=Path, help="profile YAML")
-    check.add_argument(
-        "--weights-root",
-        type=Path,
-        default=None,
-        help="directory holding the model directories (matched by basename)",
-    )
-    check.add_argument(
-        "--configs-only",
-        action="store_true",
-        help="check config.json / index files only, not shard presence",
-    )
-    check.add_argument(
-        "--require-models",
-        action="store_true",
-        help="a model directory that cannot be found is an error, not a warning",
-    )
+    _check_arguments(check)
     check.add_argument("--format", choices=("text", "json"), default="text")
-    check.add_argument(
-        "--image",
-        default=None,
-        help="the server image the deploy runs; compared with the baseline's recorded image",
-    )
-    check.add_argument(
-        "--no-baseline-check",
-        action="store_true",
-        help="do not compare a speculative profile with its baseline's recorded settings "
-        "(playbooks/baseline.yml, which re-measures it)",
-    )
-    _version_option(check)
     check.set_defaults(handler=cmd_check)
 
     rend = subparsers.add_parser(
         "render",
         help="print the exact SGLang argv and environment for a profile",
-        description="Render the launch command (the API key is shown only as a reference).",
+        description="Run the checks `check` runs with the same options, then print the launch "
+        "command (the API key is shown only as a reference); a profile they reject is refused "
+        "(exit 1, issues on stderr). Exit 0 ok, 1 errors, 2 usage.",
     )
-    rend.add_argument("profile", type=Path, help="profile YAML")
+    _check_arguments(rend)
     rend.add_argument("--format", choices=tuple(FORMATS), default="shell")
-    _version_option(rend)
     placement_options(rend)
     rend.set_defaults(handler=cmd_render)
 

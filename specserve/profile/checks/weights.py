@@ -20,6 +20,13 @@ from specserve.profile.hfconfig import (
 from specserve.profile.issues import Issue, error, warning
 from specserve.profile.model import Profile
 
+# Where no weights belong (a controller checking before the download, the stand-in profile's
+# config-only fixtures) `--configs-only` is the right call: both weight errors name it.
+CONFIGS_ONLY_FIX = (
+    "where no weights belong (a controller before the download, the config-only models of "
+    "profiles/standin-cpu.yaml), add --configs-only"
+)
+
 # Each shard carries a JSON header on top of its tensor bytes; allow that much over total_size.
 HEADER_SLACK = 0.02
 
@@ -61,7 +68,8 @@ def _dir_issues(field_name: str, directory: Path) -> list[Issue]:
                 error(
                     field_name,
                     f"{directory} has neither {INDEX_NAME} nor any *.safetensors / *.bin file",
-                    "download the weights, or use --configs-only for a config-only directory",
+                    f"download the weights (`hf download <repo> --local-dir {directory}`); "
+                    + CONFIGS_ONLY_FIX,
                 )
             ]
         empty = [p.name for p in singles if _size(p) == 0]
@@ -83,8 +91,8 @@ def _dir_issues(field_name: str, directory: Path) -> list[Issue]:
                 field_name,
                 f"{len(missing)} of {len(shards)} shards named in {INDEX_NAME} are missing "
                 f"from {directory}: {shown}",
-                "finish the download (e.g. huggingface-cli download resumes), or use "
-                "--configs-only to check configs alone",
+                f"finish the download (`hf download <repo> --local-dir {directory}` resumes "
+                "it); " + CONFIGS_ONLY_FIX,
             )
         )
     present = [s for s in shards if sizes[s] is not None]
