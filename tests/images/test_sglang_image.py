@@ -155,9 +155,11 @@ class Container:
 def rendered_argv(container: Container, tmp_path: Path) -> list[str]:
     """The default profile's argv as the image's own `specserve render` prints it, with the
     container's key in place of the secret reference (what the launcher execs)."""
+    # --configs-only: /models holds the fixtures' configs, no shards (render checks as check does).
     rc, rendered = Container(container.image, tmp_path, default_doc()).run(
-        "render", "--format", "json", "/etc/specserve/profile.yaml", entrypoint="specserve"
-    )
+        "render", "--format", "json", "--configs-only", "/etc/specserve/profile.yaml",
+        entrypoint="specserve",
+    )  # fmt: skip
     assert rc == 0, rendered
     argv: list[str] = json.loads(rendered[rendered.index("{") :])["argv"]
     assert argv[:3] == ["python3", "-m", "sglang.launch_server"], argv
