@@ -177,6 +177,7 @@ if (( local_base )) && [[ ,$images, == *,sglang,* ]]; then
   sglang_base="$(pin upstream_images.sglang_local_base.repository):$(pin upstream_images.sglang_local_base.tag)"
   base_py=$(pin upstream_images.local_base.tag)
   base_ctx=$ROOT/build/sglang-base-context
+  base_wheels=$ROOT/build/sglang-base-wheelhouse
   requirements=$("$PY" - "$ROOT/versions.yaml" <<'PYEOF'
 import sys, yaml
 section = yaml.safe_load(open(sys.argv[1], encoding="utf-8"))["sglang"]
@@ -191,26 +192,51 @@ PYEOF
     echo "SGLang local base $sglang_base up to date"
   else
     start=$SECONDS
-    mkdir -p "$base_ctx/wheelhouse"
-    if [[ $(cat "$base_ctx/wheelhouse/.stamp" 2>/dev/null) != "$base_hash" ]]; then
-      rm -rf "$base_ctx/wheelhouse" && mkdir -p "$base_ctx/wheelhouse"
-      echo "$requirements" >"$base_ctx/wheelhouse/requirements.txt"
-      # Every manylinux tag bookworm's glibc (2.36) runs: sglang's own wheel is manylinux_2_34.
-      platforms=()
-      for minor in $(seq 17 36); do platforms+=(--platform "manylinux_2_${minor}_x86_64"); done
-      "$PY" -m pip download --quiet --no-deps --dest "$base_ctx/wheelhouse" --only-binary=:all: \
-        --python-version "$base_py" --implementation cp "${platforms[@]}" \
-        --platform manylinux2014_x86_64 --platform linux_x86_64 \
-        --requirement "$base_ctx/wheelhouse/requirements.txt" || {
-        echo "build-images.sh: pip could not download the SGLang local base's pins" \
-          "(versions.yaml sglang.venv_packages / local_base_packages); fix the pins or the index" >&2
-        exit 1
-      }
-      echo "$base_hash" >"$base_ctx/wheelhouse/.stamp"
-    fi
-    docker build --quiet -f "$ROOT/docker/sglang-local-base/Dockerfile" \
+    rm -rf "$base_wheels" "$base_ctx" && mkdir -p "$base_wheels" "$base_ctx"
+    echo "$requirements" >"$base_wheels/requirements.txt"
+    # Every manylinux tag bookworm's glibc (2.36) runs: sglang's own wheel is manylinux_2_34.
+    platforms=()
+    for minor in $(seq 17 36); do platforms+=(--platform "manylinux_2_${minor}_x86_64"); done
+    "$PY" -m pip download --quiet --no-deps --dest "$base_wheels" --only-binary=:all: \
+      --python-version "$base_py" --implementation cp "${platforms[@]}" \
+      --platform manylinux2014_x86_64 --platform linux_x86_64 \
+      --requirement "$base_wheels/requirements.txt" || {
+      echo "build-images.sh: pip could not download the SGLang local base's pins" \
+        "(versions.yaml sglang.venv_packages / local_base_packages); fix the pins or the index" >&2
+      exit 1
+    }
+    # The wheelhouse (~3 GB: CUDA torch and its nvidia-* libraries) reaches the build over
+    # loopback, not through the context: a COPY would keep it as a layer of the image (9.2 GB
+    # instead of 6.2 GB) and send it to the daemon as a context first. A CI run once ran out of
+    # disk (docs/testing.md). Served from a port the kernel picks, on 127.0.0.1 only; the build
+    # runs with host networking for that one fetch and nothing else is reachable from it.
+    port_file=$base_ctx/.port
+    "$PY" - "$base_wheels" "$port_file" <<'PYEOF' &
+import functools, http.server, sys
+
+class Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args: object) -> None:
+        pass
+
+server = http.server.ThreadingHTTPServer(
+    ("127.0.0.1", 0), functools.partial(Quiet, directory=sys.argv[1]))
+with open(sys.argv[2] + ".tmp", "w") as out:
+    out.write(str(server.server_address[1]))
+import os; os.rename(sys.argv[2] + ".tmp", sys.argv[2])
+server.serve_forever()
+PYEOF
+    server_pid=$!
+    trap 'kill "$server_pid" 2>/dev/null || true' EXIT
+    for _ in $(seq 1 100); do [[ -s $port_file ]] && break; sleep 0.1; done
+    [[ -s $port_file ]] || { echo "build-images.sh: the wheelhouse server did not start" >&2; exit 1; }
+    docker build --quiet --network host -f "$ROOT/docker/sglang-local-base/Dockerfile" \
       --build-arg "BASE_IMAGE=$python_base" --build-arg "SGLANG_VERSION=$sglang_version" \
+      --build-arg "WHEELHOUSE_URL=http://127.0.0.1:$(cat "$port_file")" \
       --label "io.specserve.inputs=$base_hash" -t "$sglang_base" "$base_ctx" >/dev/null
+    kill "$server_pid" 2>/dev/null || true
+    trap - EXIT
+    # The image is the cache (its inputs label); the wheels are not needed again.
+    rm -rf "$base_wheels" "$base_ctx"
     size=$(docker image inspect --format '{{.Size}}' "$sglang_base")
     echo "built $sglang_base FROM $python_base in $((SECONDS - start)) s, $((size / 1000000)) MB"
   fi
