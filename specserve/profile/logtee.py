@@ -5,6 +5,13 @@ Tee. The tee is also where secrets are removed: SGLang logs its resolved argumen
 included (`server_args={... 'api_key': '...' ...}`), so every byte it copies to stdout or to the
 file first passes through a StreamRedactor built from the secrets the launcher injected.
 
+Everything works on whole chunks, never line by line: the redactor scans the chunk (holding
+back only an unfinished last line's tail that could start a secret, so a secret split across
+two reads is still caught), stdout gets the chunk in one write, and the file gets every complete
+line of it in one write, split only where rotation must fall between two lines. A per-line copy
+through Python's logging cost 26 us of CPU a line (74x coreutils `tee`); docs/benchmarks.md
+has the figures of this one (benchmarks/tee_redaction.py).
+
 The file is a best effort that never stops the copy to stdout (issue 16 item 6): a log file
 deleted or replaced under the tee is noticed (path identity against the open file, at most every
 CHECK_S) and reopened; a write or open error (ENOSPC, EROFS, EACCES, directory gone) turns the
@@ -19,14 +26,13 @@ import contextlib
 import errno
 import logging
 import os
-import sys
+import stat
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from logging.handlers import RotatingFileHandler
 from pathlib import Path
-from typing import IO, Any, BinaryIO
+from typing import BinaryIO
 
 from specserve.secrets import Redactor
 
@@ -67,12 +73,16 @@ class Outage:
     lost: int = 0
 
 
-class LogFile(RotatingFileHandler):
-    """A RotatingFileHandler that survives its file being deleted, replaced or unwritable.
+class LogFile:
+    """The tee's log file: whole lines appended in blocks, rotated by rename at `max_bytes`
+    (sglang.log -> sglang.log.1 ... .`backup_count`, the pattern log tailers detect, and
+    RotatingFileHandler's: a line goes into the current file only while the file stays under
+    `max_bytes`, so rotation never splits a line; a non-regular file, /dev/full say, is never
+    rotated), surviving its file being deleted, replaced or unwritable.
 
     Every open goes through `_open` (rotation included), which records the file's identity;
-    every failure goes through `handleError`, which turns the file off instead of printing a
-    traceback per line. `redact` cleans the tee's own messages like the server's lines.
+    every failure turns the file off (an Outage) instead of raising. `redact` cleans the tee's
+    own messages like the server's lines.
     """
 
     def __init__(
@@ -84,35 +94,37 @@ class LogFile(RotatingFileHandler):
         wall: Callable[[], float] = time.time,
         report: Callable[[str], None] = _stderr,
     ) -> None:
-        # delay: the first open is ours (open_now), so a failure there is an outage, not a crash.
-        super().__init__(
-            path,
-            maxBytes=max_bytes,
-            backupCount=backup_count,
-            encoding="utf-8",
-            errors="backslashreplace",
-            delay=True,
-        )
+        self.baseFilename = os.path.abspath(os.fspath(path))
+        self.max_bytes, self.backup_count = max_bytes, backup_count
         self.redact: Callable[[str], str] = lambda text: text
         self._clock, self._wall, self._report = clock, wall, report
+        self._fd: int | None = None
         self._identity: tuple[int, int] | None = None
+        self._rotates = False
         self._checked = 0.0
+        self._unwritten = 0
         self.outage: Outage | None = None
         self.gaps = 0
 
     # -- opening ---------------------------------------------------------------------------
-    def _open(self) -> IO[Any]:
+    def _open(self) -> int:
         Path(self.baseFilename).parent.mkdir(parents=True, exist_ok=True)
-        stream = super()._open()
-        st = os.fstat(stream.fileno())
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+        fd = os.open(self.baseFilename, flags, 0o666)
+        try:
+            st = os.fstat(fd)
+        except OSError:
+            os.close(fd)
+            raise
         self._identity = (st.st_dev, st.st_ino)
+        self._rotates = self.max_bytes > 0 and self.backup_count > 0 and stat.S_ISREG(st.st_mode)
         self._checked = self._clock()
-        return stream
+        return fd
 
     def open_now(self) -> None:
         """Open at start, so an unwritable log directory is reported before the first line."""
         try:
-            self.stream = self._open()
+            self._fd = self._open()
         except Exception as exc:
             self._fail(exc, 0)
 
@@ -124,49 +136,95 @@ class LogFile(RotatingFileHandler):
         return (st.st_dev, st.st_ino) == self._identity
 
     def _close_quietly(self) -> None:
-        stream, self.stream = self.stream, None
+        fd, self._fd = self._fd, None
         self._identity = None
-        if stream is not None:
-            # close() closes the fd even when flushing what is buffered fails.
-            with contextlib.suppress(Exception):
-                stream.close()
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def close(self) -> None:
+        self._close_quietly()
 
     # -- writing ---------------------------------------------------------------------------
-    def emit(self, record: logging.LogRecord) -> None:
+    def write(self, data: bytes) -> None:
+        """Append whole lines (`data` ends with a line break), rotating between lines; what
+        cannot be written is counted for the gap marker."""
+        if not data:
+            return
         now = self._clock()
         if self.outage is not None and not (now >= self.outage.retry_at and self._recover(now)):
-            self.outage.lost += _size(record)
+            self.outage.lost += len(data)
             return
-        if self.stream is not None and now - self._checked >= CHECK_S:
+        if self._fd is not None and now - self._checked >= CHECK_S:
             self._checked = now
             if not self._same_file():
                 self._reopen()
                 if self.outage is not None:
-                    self.outage.lost += _size(record)
+                    self.outage.lost += len(data)
                     return
-        super().emit(record)  # rotation, write, flush; any error lands in handleError
+        self._unwritten = len(data)
+        try:
+            if self._fd is None:
+                self._fd = self._open()
+            self._append(data)
+        except Exception as exc:
+            self._fail(exc, self._unwritten)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        """One record's message as one line (a logging-style entry point)."""
+        self.write((str(record.msg) + "\n").encode("utf-8", "backslashreplace"))
+
+    def _append(self, data: bytes) -> None:
+        pos, end = 0, len(data)
+        while pos < end:
+            assert self._fd is not None
+            stop = end
+            if self._rotates:
+                size = os.fstat(self._fd).st_size
+                room = self.max_bytes - size - 1  # the file stays under max_bytes
+                if end - pos > room:
+                    stop = data.rfind(b"\n", pos, pos + max(room, 0)) + 1
+                    if stop <= pos:  # not even the next line fits
+                        if size > 0:
+                            self._rollover()
+                            continue
+                        # An empty file takes one line, however long.
+                        stop = data.find(b"\n", pos) + 1 or end
+            view = memoryview(data)[pos:stop]
+            while view:
+                written = os.write(self._fd, view)
+                view = view[written:]
+                self._unwritten -= written
+            pos = stop
+
+    def _rollover(self) -> None:
+        self._close_quietly()
+        base = self.baseFilename
+        # os.replace: each generation name always exists once it has, no window without it.
+        for i in range(self.backup_count - 1, 0, -1):
+            if os.path.exists(f"{base}.{i}"):
+                os.replace(f"{base}.{i}", f"{base}.{i + 1}")
+        if os.path.exists(base):
+            os.replace(base, f"{base}.1")
+        self._fd = self._open()
 
     def tick(self) -> None:
         """While the server is quiet: retry a file that is off, notice one deleted or replaced,
         so the marker (and the exporter's count) does not wait for the next line."""
-        # Same thread as emit (the supervisor's loop): no lock needed.
+        # Same thread as write (the supervisor's loop): no lock needed.
         now = self._clock()
         if self.outage is not None:
             if now >= self.outage.retry_at:
                 self._recover(now)
-        elif self.stream is not None and now - self._checked >= CHECK_S:
+        elif self._fd is not None and now - self._checked >= CHECK_S:
             self._checked = now
             if not self._same_file():
                 self._reopen()
 
-    def handleError(self, record: logging.LogRecord) -> None:
-        exc = sys.exc_info()[1]
-        self._fail(exc if exc is not None else OSError("write failed"), _size(record))
-
     def _reopen(self) -> None:
         self._close_quietly()
         try:
-            self.stream = self._open()
+            self._fd = self._open()
         except Exception as exc:
             self._fail(exc, 0)
             return
@@ -203,7 +261,7 @@ class LogFile(RotatingFileHandler):
         """Try the file again; True when it is open and carries the gap marker."""
         assert self.outage is not None
         try:
-            self.stream = self._open()
+            self._fd = self._open()
         except Exception:
             self._close_quietly()
             self._backoff(now)
@@ -223,33 +281,29 @@ class LogFile(RotatingFileHandler):
         return True
 
     def _write_marker(self, text: str) -> bool:
-        assert self.stream is not None
+        assert self._fd is not None
+        view = memoryview((self.redact(text) + "\n").encode("utf-8", "backslashreplace"))
         try:
-            self.stream.write(self.redact(text) + "\n")
-            self.stream.flush()
-        except Exception:
+            while view:
+                view = view[os.write(self._fd, view) :]
+        except OSError:
             return False
         return True
 
 
-def _size(record: logging.LogRecord) -> int:
-    return len(str(record.msg).encode("utf-8", "backslashreplace")) + 1
-
-
-def _file_logger(path: Path, max_bytes: int, backup_count: int) -> logging.Logger:
-    # Rotation by rename (sglang.log -> sglang.log.1 ...), the pattern log tailers detect.
-    handler = LogFile(path, max_bytes, backup_count)
-    handler.setFormatter(logging.Formatter("%(message)s"))
-    logger = logging.getLogger(f"specserve.logtee.{path}")
-    logger.propagate = False
-    logger.setLevel(logging.INFO)
-    logger.handlers[:] = [handler]
-    return logger
+def _clean(lines: bytes) -> bytes:
+    """The file's text: invalid UTF-8 as backslash escapes (a backslash, x, ff), as the log file
+    always had it. A line break never sits inside a UTF-8 sequence, so a block of lines decodes
+    as each of its lines would."""
+    if lines.isascii():
+        return lines
+    return lines.decode("utf-8", "backslashreplace").encode("utf-8", "backslashreplace")
 
 
 class Tee:
-    """Redacts what the server writes and copies it to `sink` as it arrives and line by line
-    to the rotated file at `path` (None: stdout only, for a server with secrets and no file)."""
+    """Redacts what the server writes and copies it to `sink` as it arrives and, whole lines
+    only, to the rotated file at `path` (None: stdout only, for a server with secrets and no
+    file)."""
 
     def __init__(
         self,
@@ -264,15 +318,14 @@ class Tee:
         self._sink = sink
         self._stream = redactor.stream()
         self._pending = b""
-        self._logger = _file_logger(path, max_bytes, backup_count) if path is not None else None
         self.file: LogFile | None = None
-        if self._logger is not None:
-            self.file = next(h for h in self._logger.handlers if isinstance(h, LogFile))
+        if path is not None:
+            self.file = LogFile(path, max_bytes, backup_count)
             self.file.redact = redactor.redact_text
             self.file.open_now()
 
     def feed(self, chunk: bytes) -> None:
-        self._pending = _emit(self._stream.feed(chunk), self._sink, self._logger, self._pending)
+        self._emit(self._stream.feed(chunk))
 
     def tick(self) -> None:
         """Called when no output arrived for a while (the supervisor's poll timeout)."""
@@ -280,13 +333,35 @@ class Tee:
             self.file.tick()
 
     def close(self) -> None:
-        self._pending = _emit(self._stream.close(), self._sink, self._logger, self._pending)
-        if self._logger is None:
+        self._emit(self._stream.close())
+        if self.file is None:
             return
         if self._pending:
-            self._logger.info(self._pending.decode("utf-8", errors="backslashreplace"))
-        for handler in self._logger.handlers:
-            handler.close()
+            pending, self._pending = self._pending, b""
+            self.file.write(_clean(pending + b"\n"))
+        self.file.close()
+
+    def _emit(self, safe: bytes) -> None:
+        """Redacted bytes to the sink at once, their complete lines to the file in one block;
+        the unfinished last line waits for its end."""
+        if not safe:
+            return
+        try:
+            self._sink.write(safe)
+            self._sink.flush()
+        except OSError:
+            pass  # stdout gone (closed terminal): keep feeding the file for the exporter
+        if self.file is None:
+            return
+        end = safe.rfind(b"\n") + 1
+        if end == 0:
+            self._pending += safe
+            return
+        lines = safe if end == len(safe) else safe[:end]
+        if self._pending:
+            lines = self._pending + lines
+        self._pending = safe[end:]
+        self.file.write(_clean(lines))
 
 
 def copy_stream(
@@ -305,21 +380,3 @@ def copy_stream(
             break
         tee.feed(chunk)
     tee.close()
-
-
-def _emit(safe: bytes, sink: BinaryIO, logger: logging.Logger | None, pending: bytes) -> bytes:
-    """Write redacted bytes to the sink and whole lines to the file; returns the unfinished line."""
-    if not safe:
-        return pending
-    try:
-        sink.write(safe)
-        sink.flush()
-    except OSError:
-        pass  # stdout gone (closed terminal): keep feeding the file for the exporter
-    if logger is None:
-        return b""
-    pending += safe
-    *lines, pending = pending.split(b"\n")
-    for line in lines:
-        logger.info(line.decode("utf-8", errors="backslashreplace"))
-    return pending
