@@ -17,8 +17,8 @@ from .harness import ROOT, free_port, write_profile
 REQUIRED_IMAGES = (
     "specserve/standin:0.1.0",
     "specserve/exporter:0.1.0",
-    "specserve-local/prometheus:2.42.0",
-    "specserve-local/alertmanager:0.25.0",
+    "specserve-local/prometheus:2.42.0-ui1",
+    "specserve-local/alertmanager:0.25.0-ui1",
 )
 
 
@@ -56,6 +56,9 @@ class Deployment:
             monitoring_prometheus_port=self.prometheus_port,
             monitoring_alertmanager_port=self.alertmanager_port,
             monitoring_scrape_interval="1s",
+            # The demo's alert sink listens on 9095, which parallel deployments would share:
+            # tests/ansible/test_monitoring_ui.py runs one on a port of its own.
+            monitoring_alert_sink_enabled=False,
             # Loading and warm-up shortened through the stand-in's own env knobs.
             server_env={"SPECSERVE_STANDIN_LOAD_SECONDS": "1",
                         "SPECSERVE_STANDIN_WARMUP_SECONDS": "0.5"},
