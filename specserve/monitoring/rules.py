@@ -474,7 +474,7 @@ ALERTS: tuple[Alert, ...] = (
             Threshold(
                 "running_metric", SGLANG_RUNNING_REQUESTS, "metric",
                 "Metric that counts running requests independently of the log; SGLang "
-                "refreshes it every 30 s while idle.",
+                "publishes 0 as soon as its scheduler is idle, then every 30 s while idle.",
             ),
             Threshold(
                 "match_on", "", "labels",

@@ -49,6 +49,8 @@ VOCAB: tuple[str, ...] = (
 DEFAULT_MAX_RUNNING = 128
 DEFAULT_CUDA_GRAPH_MAX_BS = 160
 DEFAULT_MAX_TOTAL_TOKENS = 500_000
+# SGLang's idle metrics refresh (_maybe_log_idle_metrics: `last_log_time + 30`), wall seconds.
+IDLE_METRICS_INTERVAL_S = 30.0
 
 
 class EngineClosed(RuntimeError):
@@ -159,10 +161,16 @@ class Engine:
         self._win_accepted = 0
         self._win_verify = 0
         self.last_decode: DecodeStats | None = None
+        # What the scheduler gauges last published (SchedulerStats.num_running_reqs, starting at
+        # its default 0) and when (the metrics collector's last_log_time, set at its creation).
+        self._published_running = 0
+        self._published_at = time.perf_counter()
 
     # -- public -------------------------------------------------------------------------------
 
     def start(self) -> None:
+        if self.metrics is not None:
+            self.metrics.constants(self.max_total_tokens)
         if self.policy is not None:
             first = self.policy.slot(0)  # upstream reports its smallest batch-size slot
             self.printer.log(
@@ -210,7 +218,7 @@ class Engine:
         while True:
             with self._cond:
                 while not (self._waiting or self._running or self._stopping):
-                    self._cond.wait()
+                    self._cond.wait(timeout=self._on_idle())
                 if self._abort_all:
                     for req in self._running:
                         self._finish(req, "abort")
@@ -228,8 +236,37 @@ class Engine:
                 queued = len(self._waiting)
             if admitted:
                 self._prefill(admitted, running_before, queued)
+                with self._cond:
+                    # A request its prefill token finished (max_new_tokens 1: the health check's
+                    # probe) takes no decode pass: SGLang's get_next_batch_to_run filters the
+                    # prefill batch (finished requests out) before it joins the running batch.
+                    self._running = [r for r in self._running if r.finish_reason is None]
             if self._running:
                 self._decode()
+
+    def _published(self, running: int) -> None:
+        self._published_running = running
+        self._published_at = time.perf_counter()
+
+    def _on_idle(self) -> float:
+        """Nothing runs or waits: SGLang's idle metrics publish; the seconds until the next.
+
+        Upstream (0.5.21 and 0.5.23, managers/scheduler.py): the event loop calls on_idle each
+        time it finds no batch, and on a fully idle scheduler on_idle calls
+        SchedulerMetricsReporter._maybe_log_idle_metrics
+        (managers/scheduler_components/metrics_reporter.py), which publishes when the running
+        gauge disagrees with the empty running batch (`gauge_stale`: at once after the last
+        request, so sglang:num_running_reqs drops to 0 instead of holding the last decode
+        line's count) or 30 s after the last publish (`last_log_time + 30`, wall clock).
+        Upstream's loop polls; this one sleeps until a request comes or that 30 s is due.
+        """
+        if self.metrics is None:
+            return IDLE_METRICS_INTERVAL_S
+        now = time.perf_counter()
+        if self._published_running != 0 or now > self._published_at + IDLE_METRICS_INTERVAL_S:
+            self.metrics.idle()
+            self._published(0)
+        return max(0.0, self._published_at + IDLE_METRICS_INTERVAL_S - now)
 
     def _drop_cancelled(self, req: Request) -> bool:
         if req.cancelled.is_set():
@@ -354,6 +391,7 @@ class Engine:
         self.printer.log(decode_line(stats))
         self.last_decode = stats
         if self.metrics is not None:
+            shape = self.shape
             self.metrics.scheduler_window(
                 running=bs,
                 used_tokens=used,
@@ -362,15 +400,10 @@ class Engine:
                 gen_throughput=throughput,
                 accept_length=accept_len or 0.0,
                 accept_rate=accept_rate or 0.0,
-                graph=graph,
-                max_total_tokens=self.max_total_tokens,
+                num_steps=0 if shape is None else shape.num_steps,
+                num_draft_tokens=0 if shape is None else shape.num_draft_tokens,
             )
-            # The active shape, 0 / 0 without speculation (_active_spec_config_snapshot).
-            shape = self.shape
-            self.metrics.active_spec(
-                0 if shape is None else shape.num_steps,
-                0 if shape is None else shape.num_draft_tokens,
-            )
+            self._published(bs)
         self._win_generated = 0
         self._win_seconds = 0.0
         self._win_accepted = 0

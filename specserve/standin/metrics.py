@@ -2,13 +2,15 @@
 
 Names, types, label sets and bucket bounds follow upstream
 `python/sglang/srt/observability/metrics_collector.py` (SchedulerMetricsCollector and
-TokenizerMetricsCollector), and so do the updates: scheduler gauges are set only when a stats
-line is printed (they hold the last window's values); `cuda_graph_passes_total` steps once per
+TokenizerMetricsCollector), and so do the updates: scheduler gauges are set when a stats line is
+printed (they hold the last window's values) and when the scheduler goes idle (`idle`, SGLang's
+idle publish: running and queued 0, so the running-requests gauge never sticks at the last
+window's count once nothing runs); `cuda_graph_passes_total` steps once per
 decode pass; the tokenizer's counters step when a request finishes (`is_streaming` on tokens,
 requests, TTFT and e2e; `spec_verify_calls_total` by the request's verify passes, only when it
 had any); ITL adds the whole interval to the sum and `num_new_tokens` to one bucket, as
 upstream's fast path does. tests/standin/test_native_metrics_parity.py drives the real collectors
-and this class with the same events and compares every series.
+(and SGLang's real idle publish) and this class with the same events and compares every series.
 """
 
 from __future__ import annotations
@@ -78,6 +80,14 @@ class NativeMetrics:
             registry=r,
         )
         self._sched = sched
+        # SchedulerStats' fields behind the gauges above, at its defaults: log_stats sets each
+        # gauge from them at every publish, so a gauge holds its field's last value.
+        self._stats: dict[str, float] = dict.fromkeys(
+            ("num_running_reqs", "num_queue_reqs", "gen_throughput", "num_used_tokens",
+             "token_usage", "spec_accept_length", "spec_accept_rate", "spec_num_steps",
+             "spec_num_draft_tokens", "is_cuda_graph"),
+            0.0,
+        )  # fmt: skip
 
         # TokenizerManager.init_metric_collector_watchdog's labels (no priority scheduling).
         tok = {"model_name": model_name, "engine_type": "unified"}
@@ -124,34 +134,66 @@ class NativeMetrics:
         )
         self._tok = tok
 
+    def constants(self, max_total_tokens: int) -> None:
+        """SchedulerMetricsCollector.emit_constants, once when the scheduler starts."""
+        self.max_total_num_tokens.labels(**self._sched).set(max_total_tokens)
+
+    def _log_stats(self, **changes: float) -> None:
+        """Update the held SchedulerStats fields, then SchedulerMetricsCollector.log_stats:
+        every scheduler gauge is set from the held stats at every publish."""
+        self._stats.update(changes)
+        for name, value in self._stats.items():
+            gauge: Gauge = getattr(self, name)
+            gauge.labels(**self._sched).set(value)
+
     def scheduler_window(
         self,
         running: int,
         used_tokens: int,
         token_usage: float,
         queued: int,
-        gen_throughput: float | None,
+        gen_throughput: float,
         accept_length: float,
         accept_rate: float,
-        graph: bool,
-        max_total_tokens: int,
+        num_steps: int,
+        num_draft_tokens: int,
     ) -> None:
-        s = self._sched
-        self.num_running_reqs.labels(**s).set(running)
-        self.num_used_tokens.labels(**s).set(used_tokens)
-        self.token_usage.labels(**s).set(token_usage)
-        self.num_queue_reqs.labels(**s).set(queued)
-        self.max_total_num_tokens.labels(**s).set(max_total_tokens)
-        if gen_throughput is not None:
-            self.gen_throughput.labels(**s).set(gen_throughput)
-            self.spec_accept_length.labels(**s).set(accept_length)
-            self.spec_accept_rate.labels(**s).set(accept_rate)
-            self.is_cuda_graph.labels(**s).set(1.0 if graph else 0.0)
+        """A Decode stats line's publish: the fields report_decode_stats sets, then log_stats.
+        `num_steps` / `num_draft_tokens` are the active shape, 0 / 0 without speculation
+        (_active_spec_config_snapshot). is_cuda_graph is not among them: SchedulerStats'
+        is_cuda_graph is assigned nowhere in SGLang 0.5.21 / 0.5.23, so it exports its default
+        0 whatever the batch ran (the decode line's `cuda graph` and cuda_graph_passes_total
+        carry the graph state)."""
+        self._log_stats(
+            num_running_reqs=running,
+            num_queue_reqs=queued,
+            gen_throughput=gen_throughput,
+            num_used_tokens=used_tokens,
+            # PoolStats.update_scheduler_stats (pool_stats_observer.py) rounds it to 2 decimals.
+            token_usage=round(token_usage, 2),
+            spec_accept_length=accept_length,
+            spec_accept_rate=accept_rate,
+            spec_num_steps=num_steps,
+            spec_num_draft_tokens=num_draft_tokens,
+        )
 
-    def active_spec(self, num_steps: int, num_draft_tokens: int) -> None:
-        """Set with every decode stats line, 0 / 0 without speculation, as upstream does."""
-        self.spec_num_steps.labels(**self._sched).set(num_steps)
-        self.spec_num_draft_tokens.labels(**self._sched).set(num_draft_tokens)
+    def idle(self) -> None:
+        """The scheduler is idle: SGLang's idle publish of the scheduler gauges.
+
+        Upstream (0.5.21 and 0.5.23): the event loop calls Scheduler.on_idle whenever it finds
+        no batch to run; once the scheduler is fully idle (no running batch, nothing waiting),
+        on_idle calls SchedulerMetricsReporter._maybe_log_idle_metrics
+        (managers/scheduler_components/metrics_reporter.py). That publishes at once when the
+        running gauge disagrees with the empty running batch (`gauge_stale`), else at most every
+        30 s: num_running_reqs from the empty running batch, num_queue_reqs from the empty
+        waiting queue, gen_throughput 0, the pool's used tokens and usage (0: a finished
+        request's KV is free or evictable cache), then log_stats, which sets every other gauge
+        to its held value. The engine decides when (engine.py, Engine._on_idle).
+        """
+        self._log_stats(
+            num_running_reqs=0, num_queue_reqs=0, gen_throughput=0, num_used_tokens=0,
+            token_usage=0,
+        )  # fmt: skip
 
     def decode_pass(self, graph: bool) -> None:
         mode = "decode_cuda_graph" if graph else "decode_none"

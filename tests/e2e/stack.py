@@ -23,7 +23,7 @@ import requests
 import yaml
 
 from specserve.monitoring.alertmanager import alertmanager_config
-from specserve.monitoring.rules import ALERTS, ROUTER_JOB
+from specserve.monitoring.rules import ALERTS, ALERTS_BY_NAME, ROUTER_JOB
 from tests.e2e.processes import Services, free_port, http_ok, wait_until
 from tests.e2e.prom import Prometheus
 from tests.e2e.router import Router, start_router
@@ -49,6 +49,28 @@ FOR_PIPELINE = {"SpecServeExporterDown": "10s", "SpecServeLogSourceDown": "10s",
                 # The native accept length counts requests as they finish, the log-derived one
                 # decode windows: at a behaviour switch the two part for a few seconds.
                 "SpecServeAcceptLengthMismatch": "10s"}  # fmt: skip
+# SpecServeNoDecodeLines has no window: it counts time itself (seconds without a decode line,
+# then `for`). It runs on a clock IDLE_SCALE times faster than the default rule's: 180 s
+# without a decode line -> 6 s, `for` 2m -> 4 s. Prometheus scrapes and evaluates every 1 s,
+# 30 s on that clock (twice the usual 15 s: a stale gauge would stay visible longer, not
+# shorter), so IDLE_S of idleness here is what 10 minutes are to the default rule.
+NO_DECODE_LINES = "SpecServeNoDecodeLines"
+IDLE_SCALE = 30
+IDLE_S = 600 / IDLE_SCALE
+
+
+def _seconds(duration: str) -> float:
+    units = {"s": 1, "m": 60, "h": 3600}
+    return float(duration[:-1]) * units[duration[-1]]
+
+
+def no_decode_lines_scaled() -> dict[str, Any]:
+    """SpecServeNoDecodeLines' default `for` and stale_after_seconds divided by IDLE_SCALE."""
+    alert = ALERTS_BY_NAME[NO_DECODE_LINES]
+    stale = alert.threshold("stale_after_seconds").default
+    assert isinstance(stale, float)
+    return {"for": f"{_seconds(alert.for_) / IDLE_SCALE:g}s",
+            "thresholds": {"stale_after_seconds": stale / IDLE_SCALE}}  # fmt: skip
 
 
 @dataclass
@@ -106,13 +128,15 @@ def write_profile(
     path.write_text(yaml.safe_dump(doc), encoding="utf-8")
 
 
-def alert_overrides() -> dict[str, dict[str, str]]:
-    """The test's per-alert overrides: `for` everywhere, `window` on every alert that has one."""
-    alerts: dict[str, dict[str, str]] = {}
+def alert_overrides() -> dict[str, dict[str, Any]]:
+    """The test's per-alert overrides: `for` everywhere, `window` on every alert that has one,
+    SpecServeNoDecodeLines' time scaled (no_decode_lines_scaled)."""
+    alerts: dict[str, dict[str, Any]] = {}
     for alert in ALERTS:
         alerts[alert.name] = {"for": FOR_PIPELINE.get(alert.name, FOR_SHORT)}
         if alert.window is not None:
             alerts[alert.name]["window"] = WINDOW
+    alerts[NO_DECODE_LINES] = no_decode_lines_scaled()
     return alerts
 
 

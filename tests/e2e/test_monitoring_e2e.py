@@ -17,9 +17,11 @@ committed default windows and at the test's 20 s windows, runs against the same 
 and must return data, except the four DCGM GPU-panel queries: no DCGM exporter can run here (no
 GPU), and those panels show "needs a DCGM exporter" instead. Last, (e) the worker is taken out of
 the router as a rolling deploy does: SpecServeWorkerOutOfRotation is delivered, and resolved
-once the worker is back. Then (f) the exporter's log source is cut while the stand-in keeps
-serving: SpecServeAcceptLengthMismatch (SGLang's native accept length against the log-derived
-one) is delivered, alone, and resolved once the log is back.
+once the worker is back. Before that, right after the load stops, (idle) nothing may fire or
+even turn pending over the equivalent of 10 minutes of idleness (_phase_idle). Then (f) the
+exporter's log source is cut while the stand-in keeps serving: SpecServeAcceptLengthMismatch
+(SGLang's native accept length against the log-derived one) is delivered and resolved once the
+log is back.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from specserve.monitoring.metrics import (
     ROUTER_UPSTREAM_RESPONSES,
     ROUTER_WORKER_CIRCUIT,
     ROUTER_WORKER_HEALTH,
+    SGLANG_RUNNING_REQUESTS,
 )
 from specserve.monitoring.overrides import resolve_settings
 from specserve.monitoring.rules import (
@@ -46,16 +49,20 @@ from specserve.monitoring.rules import (
     ROUTER_JOB,
     SPEEDUP_RATIO,
 )
+from specserve_exporter.names import DECODE_LAST_LINE_TIMESTAMP
 from tests.e2e.dashboard_image import Phase, render_dashboard_image
 from tests.e2e.load import LoadGenerator
 from tests.e2e.processes import wait_until
 from tests.e2e.stack import (
     EXPORTER_JOB,
+    IDLE_S,
+    NO_DECODE_LINES,
     ROOT,
     SGLANG_JOB,
     WINDOW,
     Stack,
     alert_overrides,
+    no_decode_lines_scaled,
     running_stack,
 )
 from tests.e2e.webhook import Delivered
@@ -93,6 +100,7 @@ DEADLINE_S = WINDOW_SECONDS + 25
 HOLD_S = 8
 
 DCGM_METRIC = re.compile(r"\bDCGM_FI_[A-Z_]+\b")
+LOOKBACK_S = 60
 WRITE_IMAGE_ENV = "SPECSERVE_WRITE_DASHBOARD_IMAGE"
 IMAGE = ROOT / "docs" / "images" / "dashboard.png"
 
@@ -235,12 +243,20 @@ def _phase_recovery(stack: Stack) -> list[str]:
 
 def _expressions_without_data(stack: Stack) -> list[str]:
     """Queries (committed defaults and the test's windows, each distinct text once) that
-    return nothing from the live Prometheus."""
+    return nothing from the live Prometheus, now nor at any second of the last LOOKBACK_S
+    (all under load).
+
+    Why not only now: SGLang's running-requests gauge is 0 whenever its scheduler is idle, as
+    it is between this one client's requests (most of the time here: a request is a few
+    milliseconds of decoding), so a query joined on it (SpecServeNoDecodeLines' "and running
+    > 0") has data only while a request runs."""
     queries: dict[str, str] = {}
     for where, expr in all_promql_expressions() + all_promql_expressions(alert_overrides()):
         queries.setdefault(expr, where)
+    end = time.time()
     return [f"{where}: {expr}" for expr, where in queries.items()
-            if not stack.prometheus.query(expr)]  # fmt: skip
+            if not stack.prometheus.query(expr)
+            and not stack.prometheus.query_range(expr, end - LOOKBACK_S, end, 1)]  # fmt: skip
 
 
 def _router_scraped(stack: Stack) -> None:
@@ -298,12 +314,60 @@ def _rotation_state(stack: Stack) -> str:
     return "\n".join(seen)
 
 
+def _phase_idle(stack: Stack, load_started: float, load_stopped: float) -> None:
+    """(idle) The load stopped: nothing fires, nothing even turns pending, for IDLE_S.
+
+    The demo's false page: the stand-in's `sglang:num_running_reqs` held the last decode line's
+    1 after the last request, so SpecServeNoDecodeLines ("no decode line while SGLang reports
+    running requests") paged about 5 minutes into idleness. SGLang itself publishes 0 as its
+    scheduler goes idle (docs/standin.md), and so does the stand-in now.
+
+    SpecServeNoDecodeLines runs here on a clock 30 times faster than the default rule's
+    (tests/e2e/stack.py: 6 s without a decode line instead of 180 s, `for` 4 s instead of 2m),
+    so IDLE_S (20 s) of idleness is what 10 minutes are to the default rule: with the gauge
+    stuck, it would go pending 6 s and fire 10 s after the last decode line. What does not
+    scale is not in the rule's favour: the gauge drops within one scheduler iteration in both,
+    and the 1 s scrape is 30 s on the rule's clock (the usual 15 s would show 0 sooner). Every
+    other alert runs at its 20 s window, so the idle period covers each window too. The
+    router's health checks keep hitting /health (one-token generations, no decode line) as in
+    production. Both halves of the rule are checked, so the silence is the running gauge's
+    doing: the last decode line is older than the threshold, the gauge was 1 under load and
+    is 0 now.
+    """
+    prom = stack.prometheus
+    stale = float(no_decode_lines_scaled()["thresholds"]["stale_after_seconds"])
+    loaded_s = int(load_stopped - load_started) + 1
+    running = f'{SGLANG_RUNNING_REQUESTS}{{job="{SGLANG_JOB}"}}'
+    busy = prom.value(f"max_over_time({running}[{loaded_s}s])")
+    assert busy is not None and busy >= 1, f"the running gauge never showed the load: {busy}"
+    end = load_stopped + IDLE_S
+    while time.time() < end:
+        stack.services.check_alive()
+        assert prom.alerts() == [], f"alerts while idle: {prom.alert_states()}"
+        time.sleep(0.5)
+    age = prom.value(f"time() - max({DECODE_LAST_LINE_TIMESTAMP.name})")
+    assert age is not None and age > stale + 5, f"a decode line {age} s ago: not idle"
+    now = prom.value(running)
+    assert now == 0, f"SGLang's running gauge while idle: {now}"
+    # Prometheus' own record of every pending or firing alert since the load stopped (the
+    # dashboard's picture included): none.
+    since = int(time.time() - load_stopped)
+    history = prom.query(f"count_over_time(ALERTS[{since}s])")
+    assert history == [], f"alerts while idle: {[h['metric'] for h in history]}"
+    loaded = prom.query(f"count_over_time(ALERTS[{int(time.time() - load_started)}s])")
+    assert loaded, "ALERTS holds not even the loaded phases' alerts: the query sees nothing"
+    late = [d for d in stack.receiver.delivered() if d.received_at > load_stopped]
+    assert late == [], f"delivered while idle: {late}"
+
+
 def _phase_log_cut(stack: Stack) -> None:
     """(f) The exporter loses the log while the server keeps serving: the log path becomes a
     link to /dev/null (the launcher reopens the replaced path and writes into it; the exporter
     follows it and reads nothing, its source still up). Only the native-vs-log disagreement can
-    notice: SpecServeAcceptLengthMismatch is delivered at 100%, alone, and resolved once the
-    path is a file again."""
+    notice: SpecServeAcceptLengthMismatch is delivered at 100% and resolved once the path is a
+    file again. SpecServeNoDecodeLines (6 s here) may go pending or fire beside it: the log is
+    lost while requests run, its very case; but between this one client's requests the server
+    is idle and its running gauge 0, so whether a scrape sees a request running is chance."""
     prom = stack.prometheus
     log = Path(yaml.safe_load(stack.profile.read_text(encoding="utf-8"))["logging"]["file"])
     native, logged = NATIVE_ACCEPT_LENGTH + WINDOW, ACCEPT_LENGTH_MEAN + WINDOW
@@ -315,7 +379,8 @@ def _phase_log_cut(stack: Stack) -> None:
     switched = time.time()
     os.replace(cut, log)
     # The log-derived mean must empty its window, then `for` (10 s in this test).
-    alert = _delivered_within(stack, MISMATCH, "firing", switched, {MISMATCH},
+    allowed = {MISMATCH, NO_DECODE_LINES}
+    alert = _delivered_within(stack, MISMATCH, "firing", switched, allowed,
                               DEADLINE_S + 10)  # fmt: skip
     assert alert.path == "/warning" and alert.labels["job"] == SGLANG_JOB, alert.labels
     description = alert.annotations["description"]
@@ -326,7 +391,7 @@ def _phase_log_cut(stack: Stack) -> None:
     fresh.touch()
     back = time.time()
     os.replace(fresh, log)
-    _delivered_within(stack, MISMATCH, "resolved", back, {MISMATCH})
+    _delivered_within(stack, MISMATCH, "resolved", back, allowed)
 
 
 def test_alerts_delivered_through_the_real_chain(tmp_path: Path) -> None:
@@ -335,6 +400,7 @@ def test_alerts_delivered_through_the_real_chain(tmp_path: Path) -> None:
         assert stack.router is not None
         load = LoadGenerator(stack.router.url, clients=1, max_tokens=48, deadline_s=300)
         load.start()
+        load_started = time.time()
         load.on()  # and on it stays, through every phase
         phases: list[Phase] = []
         try:
@@ -354,6 +420,7 @@ def test_alerts_delivered_through_the_real_chain(tmp_path: Path) -> None:
             _router_scraped(stack)
         finally:
             load.stop()
+        load_stopped = time.time()
         assert load.errors == [], load.errors[:3]
         assert load.completed > 0
 
@@ -371,6 +438,9 @@ def test_alerts_delivered_through_the_real_chain(tmp_path: Path) -> None:
         if os.environ.get(WRITE_IMAGE_ENV) == "1":
             IMAGE.parent.mkdir(parents=True, exist_ok=True)
             IMAGE.write_bytes(out.read_bytes())
+        # From the load's end: the dashboard's picture above counts as idle time too.
+        _phase_idle(stack, load_started, load_stopped)
+        _report("phase idle", time.time() - load_stopped)
         begin = time.time()
         _phase_out_of_rotation(stack)
         _report("phase e: worker out of rotation", time.time() - begin)

@@ -417,6 +417,36 @@ CASES: dict[str, list[Case]] = {
             },
             (Check("SpecServeNoDecodeLines", "12m"), Check("SpecServeNoDecodeLines", "25m")),
         ),
+        # The pair below shares a 15 s scrape and decode lines that stop at 5m; only SGLang's
+        # running gauge differs. Idle, SGLang publishes 0 as its scheduler empties
+        # (Scheduler.on_idle -> SchedulerMetricsReporter._maybe_log_idle_metrics: at once when
+        # the gauge disagrees with the empty running batch, then every 30 s), so the next
+        # scrape reads 0. A stuck server's batch never empties: the gauge holds its count.
+        Case(
+            "idle after the last request, as SGLang reports it: 15 minutes, nothing fires",
+            {
+                f"specserve_decode_last_line_timestamp_seconds{{{ranked()}}}": "0+15x20 300x60",
+                f"specserve_decode_running_requests{{{ranked()}}}": "2x80",
+                'sglang:num_running_reqs{job="sglang",instance="node1:8000"}': "2x20 0x60",
+            },
+            tuple(Check("SpecServeNoDecodeLines", at) for at in ("5m", "8m", "9m", "10m",
+                                                                  "11m", "12m", "15m", "20m")),
+            interval="15s",
+        ),
+        Case(
+            "stuck with requests running: the same lines, the gauge holds 2; fires at 11m",
+            {
+                f"specserve_decode_last_line_timestamp_seconds{{{ranked()}}}": "0+15x20 300x60",
+                'sglang:num_running_reqs{job="sglang",instance="node1:8000"}': "2x80",
+            },
+            (
+                Check("SpecServeNoDecodeLines", "9m"),  # 240 s > 180 s since 9m: pending
+                Check("SpecServeNoDecodeLines", "10m"),
+                Check("SpecServeNoDecodeLines", "11m", (Firing(T1, "6m 0s"),)),
+                Check("SpecServeNoDecodeLines", "20m", (Firing(T1, "15m 0s"),)),
+            ),
+            interval="15s",
+        ),
     ],
     "SpecServeLogSourceDown": [
         Case(

@@ -9,7 +9,14 @@ cumulative counts and `le`, `_count`, `_sum`).
 
 Events: ["first_token", seconds, stream], ["inter_token", interval, new_tokens],
 ["finished", prompt, completion, e2e, spec_verify_ct, stream], ["aborted"],
-["decode_pass", graph].
+["decode_pass", graph]; the scheduler gauges: ["constants", max_total_tokens] (emit_constants),
+["window", running, used_tokens, queued, gen_throughput, accept_length, accept_rate, num_steps,
+num_draft_tokens] (a decode stats line: the SchedulerStats fields report_decode_stats sets, the
+pool's through PoolStats.update_scheduler_stats, then log_stats) and ["idle"]: SGLang's own
+SchedulerMetricsReporter._maybe_log_idle_metrics, what Scheduler.on_idle calls on a fully idle
+scheduler, run on a reporter whose scheduler has an empty running batch and waiting queue and
+whose pool holds no request's tokens. ["snapshot", name] adds every series as it is at that
+point, each row with "snapshot": name, to the output (the final rows have no such key).
 """
 
 from __future__ import annotations
@@ -122,6 +129,69 @@ def _series() -> list[dict[str, Any]]:
     return out
 
 
+class _SchedulerGauges:
+    """The scheduler's stats and its real publishing code around one SchedulerMetricsCollector."""
+
+    def __init__(self, collector: Any) -> None:
+        from sglang.srt.observability.metrics_collector import SchedulerStats
+
+        self.collector = collector
+        self.stats = SchedulerStats()
+        self.max_total = 0
+
+    def constants(self, max_total_tokens: int) -> None:
+        self.max_total = max_total_tokens
+        self.collector.emit_constants(max_total_tokens, None, 0.0, 0.0, {}, None, 1,
+                                      max_total_tokens, 0, 0)  # fmt: skip
+
+    def _pool(self, used: int) -> Any:
+        from sglang.srt.managers.scheduler_components.pool_stats_observer import PoolStats
+
+        return PoolStats(
+            full_num_used=used, full_token_usage=used / self.max_total,
+            full_available_size=self.max_total - used, full_evictable_size=0,
+        )  # fmt: skip
+
+    def window(self, running: int, used: int, queued: int, gen_throughput: float,
+               accept_length: float, accept_rate: float, num_steps: int,
+               num_draft_tokens: int) -> None:  # fmt: skip
+        """What report_decode_stats assigns before log_stats (no priority scheduling)."""
+        from sglang.srt.observability.metrics_collector import QueueCount
+
+        stats = self.stats
+        stats.num_running_reqs = QueueCount(total=running)
+        stats.num_queue_reqs = QueueCount(total=queued)
+        stats.gen_throughput = gen_throughput
+        self._pool(used).update_scheduler_stats(stats)
+        stats.spec_accept_length, stats.spec_accept_rate = accept_length, accept_rate
+        stats.spec_num_steps, stats.spec_num_draft_tokens = num_steps, num_draft_tokens
+        self.collector.log_stats(stats)
+
+    def idle(self) -> None:
+        """SGLang's _maybe_log_idle_metrics itself, its helpers the real ones too."""
+        from sglang.srt.disaggregation.utils import DisaggregationMode
+        from sglang.srt.managers.scheduler_components.metrics_reporter import (
+            SchedulerMetricsReporter as Reporter,
+        )
+
+        scheduler = types.SimpleNamespace(
+            enable_fpm=False, enable_priority_scheduling=False, enable_hierarchical_cache=False,
+            disaggregation_mode=DisaggregationMode.NULL,
+            running_batch=types.SimpleNamespace(reqs=[]), waiting_queue=[], grammar_manager=[],
+            pool_stats_observer=types.SimpleNamespace(
+                get_pool_stats=lambda: self._pool(0), streaming_session_count=lambda: 0,
+                session_held_tokens=lambda: 0,
+            ),
+        )  # fmt: skip
+        reporter = types.SimpleNamespace(
+            scheduler=scheduler, stats=self.stats, metrics_collector=self.collector,
+            current_scheduler_metrics_enabled=True,
+        )  # fmt: skip
+        for name in ("_reset_device_timer_window", "_log_hicache_stats"):
+            setattr(reporter, name, types.MethodType(getattr(Reporter, name), reporter))
+        Reporter._maybe_log_idle_metrics(reporter)
+
+
 def main() -> None:
     request = json.load(sys.stdin)
     fake = types.ModuleType("prometheus_client")
@@ -149,8 +219,14 @@ def main() -> None:
         labels=sched_labels, enable_lora=False, enable_hierarchical_cache=False,
         enable_streaming_session=False, server_args=args,
     )  # fmt: skip
+    gauges = _SchedulerGauges(scheduler)
+    snapshots: list[dict[str, Any]] = []
     for event, *values in request["events"]:
-        if event == "first_token":
+        if event == "snapshot":
+            snapshots += [{**row, "snapshot": values[0]} for row in _series()]
+        elif event in ("constants", "window", "idle"):
+            getattr(gauges, event)(*values)
+        elif event == "first_token":
             tokenizer.observe_time_to_first_token(tok_labels, values[0], stream=values[1])
         elif event == "inter_token":
             tokenizer.observe_inter_token_latency(tok_labels, values[0], values[1])
@@ -166,7 +242,7 @@ def main() -> None:
             scheduler.increment_decode_cuda_graph_pass(values[0])
         else:
             raise SystemExit(f"unknown event {event!r}")
-    json.dump(_series(), sys.stdout)
+    json.dump(snapshots + _series(), sys.stdout)
 
 
 if __name__ == "__main__":

@@ -5,15 +5,25 @@ SchedulerMetricsCollector in each verified version's venv (tests/standin/native_
 and the stand-in's NativeMetrics; every series of every family the stand-in serves must be equal,
 name, type, labels and value. A rename, a new label or a changed update rule upstream fails here.
 
+The scheduler gauges the same way, busy and idle: a decode stats window published through the
+real SchedulerMetricsCollector.log_stats, then SGLang's own idle publish
+(SchedulerMetricsReporter._maybe_log_idle_metrics, which Scheduler.on_idle calls once the
+scheduler has nothing to run): the stand-in's gauges must equal SGLang's after each, so
+`sglang:num_running_reqs` drops to 0 when the server goes idle, as SpecServeNoDecodeLines
+relies on, and the held ones (accept length, steps) keep their values.
+
 Then a running stand-in with --enable-metrics and speculation serves requests: its native accept
 length (generated tokens / verify calls, the recording rule's formula) agrees with the `accept
 len` of its decode lines within SpecServeAcceptLengthMismatch's default tolerance, as a healthy
-server's must.
+server's must; and once its last request is answered its running gauge reads 0, like /v1/loads.
 """
 
 from __future__ import annotations
 
 import re
+import threading
+import time
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +36,7 @@ from specserve.monitoring.metrics import (
     SGLANG_CUDA_GRAPH_PASSES,
     SGLANG_GENERATION_TOKENS,
     SGLANG_INTER_TOKEN_LATENCY,
+    SGLANG_RUNNING_REQUESTS,
     SGLANG_SPEC_VERIFY_CALLS,
     SGLANG_TIME_TO_FIRST_TOKEN,
 )
@@ -92,15 +103,23 @@ def _standin() -> tuple[Series, dict[str, str]]:
     return series, types
 
 
-def _real(version: str) -> tuple[Series, dict[str, str]]:
-    request = {"model_path": MODEL_PATH, "model_name": MODEL, "events": EVENTS}
+@cache
+def _real_run(version: str) -> dict[str, tuple[Series, dict[str, str]]]:
+    """One run of SGLang's collectors per version (its imports cost seconds): EVENTS, then the
+    scheduler's BUSY window (snapshot "busy") and its idle publish (the final state, "end")."""
+    events = [*EVENTS, *BUSY, ["snapshot", "busy"], ["idle"]]
+    request = {"model_path": MODEL_PATH, "model_name": MODEL, "events": events}
     rows = run_python(version, [str(HERE / "native_metrics_real.py")], request)
-    series: Series = {}
-    types: dict[str, str] = {}
+    out: dict[str, tuple[Series, dict[str, str]]] = {}
     for row in rows:
+        series, types = out.setdefault(row.get("snapshot", "end"), ({}, {}))
         types[row["family"]] = row["type"]
         series[(row["family"], row["name"], frozenset(row["labels"].items()))] = row["value"]
-    return series, types
+    return out
+
+
+def _real(version: str, snapshot: str = "end") -> tuple[Series, dict[str, str]]:
+    return _real_run(version)[snapshot]
 
 
 @pytest.mark.parametrize("version", VERIFIED_VERSIONS)
@@ -133,6 +152,67 @@ def test_the_comparison_sees_a_wrong_label() -> None:
         for (family, name, labels), value in ours.items()
     }
     assert renamed != ours
+
+
+MAX_TOTAL = 500_000
+# A decode window: 3 running, 123456 tokens in use (usage 0.2469, exported rounded: 0.25), 2
+# queued, 140.5 tok/s, accept length 2.18 / rate 0.39 at 3 steps / 4 draft tokens.
+BUSY: list[list[Any]] = [
+    ["constants", MAX_TOTAL],
+    ["window", 3, 123456, 2, 140.5, 2.18, 0.39, 3, 4],
+]
+IDLE: list[list[Any]] = [*BUSY, ["idle"]]
+
+
+def _standin_gauges(events: list[list[Any]]) -> tuple[Series, dict[str, str]]:
+    metrics = NativeMetrics(MODEL)
+    for event, *values in events:
+        if event == "constants":
+            metrics.constants(values[0])
+        elif event == "window":
+            running, used, queued, tput, accept_len, accept_rate, steps, drafts = values
+            metrics.scheduler_window(
+                running=running, used_tokens=used, token_usage=used / MAX_TOTAL, queued=queued,
+                gen_throughput=tput, accept_length=accept_len, accept_rate=accept_rate,
+                num_steps=steps, num_draft_tokens=drafts,
+            )  # fmt: skip
+        else:
+            metrics.idle()
+    series: Series = {}
+    types: dict[str, str] = {}
+    for family in text_string_to_metric_families(generate_latest(metrics.registry).decode()):
+        if family.type == "gauge":
+            types[family.name] = family.type
+            for sample in family.samples:
+                series[(family.name, sample.name, frozenset(sample.labels.items()))] = sample.value
+    return series, types
+
+
+def _gauge(series: Series, name: str) -> float:
+    (value,) = [v for (family, _, _), v in series.items() if family == name]
+    return value
+
+
+@pytest.mark.parametrize("version", VERIFIED_VERSIONS)
+def test_the_scheduler_gauges_equal_sglangs_busy_then_idle(version: str) -> None:
+    seen: dict[str, Series] = {}
+    for phase, events, snapshot in (("busy", BUSY, "busy"), ("idle", IDLE, "end")):
+        ours, our_types = _standin_gauges(events)
+        theirs, their_types = _real(version, snapshot)
+        missing = sorted(set(our_types) - set(their_types))
+        assert not missing, f"SGLang {version} has no such gauge: {missing}"
+        real = {key: value for key, value in theirs.items() if key[0] in our_types}
+        assert set(ours) == set(real), (phase, sorted(map(str, set(ours) ^ set(real)))[:5])
+        wrong = {str(k): (ours[k], real[k]) for k in ours if ours[k] != pytest.approx(real[k])}
+        assert not wrong, (phase, wrong)
+        seen[phase] = ours
+    # What SpecServeNoDecodeLines relies on: idle, SGLang itself reports no running request;
+    # the stats it does not touch keep the last window's values.
+    assert _gauge(seen["busy"], SGLANG_RUNNING_REQUESTS) == 3
+    assert _gauge(seen["idle"], SGLANG_RUNNING_REQUESTS) == 0
+    assert _gauge(seen["busy"], "sglang:token_usage") == 0.25
+    for held, value in (("sglang:spec_accept_length", 2.18), ("sglang:spec_num_steps", 3)):
+        assert _gauge(seen["idle"], held) == value
 
 
 def _accept_lengths(text: str) -> tuple[float, float]:
@@ -178,3 +258,68 @@ def test_a_speculating_standin_counts_tokens_and_verify_calls(
     assert 1.0 < native <= 4.0 + 1.0, (tokens, verify)
     assert abs(native - log_mean) / native < tolerance, (native, log_mean, logged)
     assert 'is_streaming="true"' in text and 'is_streaming="false"' in text
+
+
+def _running_gauge(url: str) -> float | None:
+    text = requests.get(url + "/metrics", timeout=5).text
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == SGLANG_RUNNING_REQUESTS:
+                return float(sample.value)
+    return None
+
+
+def test_a_standin_gone_idle_reports_no_running_request(start_standin: Any) -> None:
+    """The demo's false alert: after the last request /v1/loads said 0 while the gauge held the
+    last decode line's 1. Now, as SGLang's idle publish does, the gauge is 1 while the request
+    runs and 0 once it is answered, at once (not at the 30 s refresh)."""
+    server = start_standin("--enable-metrics", "--decode-log-interval", "5")
+    done = threading.Event()
+
+    def long_generation() -> None:
+        requests.post(server.url + "/generate", timeout=60,
+                      json={"text": "x", "sampling_params": {"max_new_tokens": 1500,
+                                                             "ignore_eos": True}})  # fmt: skip
+        done.set()
+
+    thread = threading.Thread(target=long_generation)
+    thread.start()
+    busy = 0.0
+    while not done.is_set() and busy != 1:
+        busy = _running_gauge(server.url) or 0.0
+        time.sleep(0.02)
+    thread.join(60)
+    assert busy == 1, "the gauge never showed the running request"
+    answered = time.monotonic()
+    while (_running_gauge(server.url) != 0) and time.monotonic() < answered + 5:
+        time.sleep(0.02)
+    assert _running_gauge(server.url) == 0
+    assert time.monotonic() - answered < 5
+    loads = requests.get(server.url + "/v1/loads", timeout=5).json()["loads"]
+    assert [load["num_running_reqs"] for load in loads] == [0]
+
+
+def _decode_passes(url: str) -> float:
+    text = requests.get(url + "/metrics", timeout=5).text
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == SGLANG_CUDA_GRAPH_PASSES
+    )
+
+
+def test_health_checks_on_an_idle_standin_take_no_decode_pass(start_standin: Any) -> None:
+    """A health check's one-token probe ends at its prefill: SGLang filters the finished
+    request out of the prefill batch before that joins the running batch, so an idle server
+    probed by a router or a kubelet prints no decode line and counts no decode pass (the
+    e2e idle phase saw the stand-in print one every 10 probes)."""
+    server = start_standin("--enable-metrics", "--decode-log-interval", "1")
+    before_lines, before_passes = len(server.decode_matches()), _decode_passes(server.url)
+    prefills = sum("Prefill batch" in line for line in server.lines())
+    for _ in range(3):
+        assert requests.get(server.url + "/health", timeout=10).status_code == 200
+    assert sum("Prefill batch" in line for line in server.lines()) == prefills + 3
+    assert len(server.decode_matches()) == before_lines
+    assert _decode_passes(server.url) == before_passes
+    assert _running_gauge(server.url) == 0
