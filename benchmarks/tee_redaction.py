@@ -152,6 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     runs: list[dict[str, Any]] = []
     problems: list[str] = []
+    load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="tee-bench-") as tmp:
         source, empty = Path(tmp) / "input.log", Path(tmp) / "empty.log"
         keyed = write_input(source, args.lines)
@@ -186,7 +187,9 @@ def main(argv: list[str] | None = None) -> int:
         )
 
     lines = args.lines
-    summary: dict[str, Any] = {"lines": lines, "bytes": len(raw), "rounds": args.rounds}
+    summary: dict[str, Any] = {"lines": lines, "bytes": len(raw), "rounds": args.rounds,
+                               "load_1m": [load_before, os.getloadavg()[0]],
+                               "cpus": os.cpu_count()}  # fmt: skip
     for mode in READERS:
         wall, cpu = med(mode, "seconds"), med(mode, "cpu_s")
         wall0, cpu0 = med(mode, "seconds", "empty.log"), med(mode, "cpu_s", "empty.log")
@@ -222,7 +225,9 @@ def main(argv: list[str] | None = None) -> int:
               f"{row['cpu_us_per_line_after_startup']:11.3f} {after:>7}")  # fmt: skip
     red = summary["redacting tee"]
     print(
-        f"\nstart-up alone (empty input): coreutils tee {peer['startup_s'] * 1000:.0f} ms, the "
+        f"\nload average (1 min) before / after: {summary['load_1m'][0]:.1f} / "
+        f"{summary['load_1m'][1]:.1f} on {summary['cpus']} CPUs\n"
+        f"start-up alone (empty input): coreutils tee {peer['startup_s'] * 1000:.0f} ms, the "
         f"product's tee {red['startup_s'] * 1000:.0f} ms (Python and the launcher's imports)\n"
         f"redacting tee / coreutils tee, lines/s end to end: {red['ratio']:.2f}x (target >= "
         f"{TARGET:.2f}x: {'met' if red['ratio'] >= TARGET else 'NOT met'}); after start-up "

@@ -146,29 +146,45 @@ class LogFile:
         self._close_quietly()
 
     # -- writing ---------------------------------------------------------------------------
-    def write(self, data: bytes) -> None:
-        """Append whole lines (`data` ends with a line break), rotating between lines; what
-        cannot be written is counted for the gap marker."""
-        if not data:
+    def write(self, *parts: bytes | memoryview) -> None:
+        """Append whole lines (the parts, in order, end with a line break), rotating between
+        lines; what cannot be written is counted for the gap marker."""
+        size = sum(len(part) for part in parts)
+        if not size:
             return
         now = self._clock()
         if self.outage is not None and not (now >= self.outage.retry_at and self._recover(now)):
-            self.outage.lost += len(data)
+            self.outage.lost += size
             return
         if self._fd is not None and now - self._checked >= CHECK_S:
             self._checked = now
             if not self._same_file():
                 self._reopen()
                 if self.outage is not None:
-                    self.outage.lost += len(data)
+                    self.outage.lost += size
                     return
-        self._unwritten = len(data)
+        self._unwritten = size
         try:
             if self._fd is None:
                 self._fd = self._open()
-            self._append(data)
+            if self._rotates and os.fstat(self._fd).st_size + size >= self.max_bytes:
+                self._append(b"".join(parts))
+            else:
+                self._write_parts(parts)  # the common case: one writev, no copy
         except Exception as exc:
             self._fail(exc, self._unwritten)
+
+    def _write_parts(self, parts: tuple[bytes | memoryview, ...]) -> None:
+        assert self._fd is not None
+        views = [memoryview(part) for part in parts if len(part)]
+        while views:
+            written = os.writev(self._fd, views)
+            self._unwritten -= written
+            while views and written >= len(views[0]):
+                written -= len(views[0])
+                views.pop(0)
+            if written:
+                views[0] = views[0][written:]
 
     def emit(self, record: logging.LogRecord) -> None:
         """One record's message as one line (a logging-style entry point)."""
@@ -342,7 +358,7 @@ class Tee:
         self.file.close()
 
     def _emit(self, safe: bytes) -> None:
-        """Redacted bytes to the sink at once, their complete lines to the file in one block;
+        """Redacted bytes to the sink at once, their complete lines to the file in one write;
         the unfinished last line waits for its end."""
         if not safe:
             return
@@ -357,11 +373,12 @@ class Tee:
         if end == 0:
             self._pending += safe
             return
-        lines = safe if end == len(safe) else safe[:end]
-        if self._pending:
-            lines = self._pending + lines
-        self._pending = safe[end:]
-        self.file.write(_clean(lines))
+        head, self._pending = self._pending, safe[end:]
+        if head.isascii() and safe.isascii():
+            # Slices of a memoryview: the read is not copied again on its way to the file.
+            self.file.write(head, memoryview(safe)[:end])
+        else:
+            self.file.write(_clean(head + safe[:end]))
 
 
 def copy_stream(

@@ -106,17 +106,22 @@ def test_one_file_write_per_read_and_whole_lines_only(
     log = tmp_path / "sglang.log"
     tee = Tee(io.BytesIO(), log, 10_000_000, 2, (KEY,))
     assert tee.file is not None
-    writes: list[int] = []
-    real_write = os.write
+    writes: list[str] = []
+    real_write, real_writev = os.write, os.writev
 
-    def counting(fd: int, data: bytes) -> int:
-        writes.append(fd)
+    def counting_write(fd: int, data: bytes) -> int:
+        writes.append("write")
         return real_write(fd, data)
 
-    monkeypatch.setattr(logtee.os, "write", counting)
+    def counting_writev(fd: int, buffers: list[memoryview]) -> int:
+        writes.append("writev")
+        return real_writev(fd, buffers)
+
+    monkeypatch.setattr(logtee.os, "write", counting_write)
+    monkeypatch.setattr(logtee.os, "writev", counting_writev)
     block = b"".join(b"[TP0] Decode batch, line %05d\n" % i for i in range(2000))
     tee.feed(block[:CHUNK] + b"half a li")
-    assert len(writes) == 1  # 2000 lines in one write, not 2000
+    assert len(writes) == 1, writes  # 2000 lines in one write, not 2000
     assert log.read_bytes() == block[:CHUNK]  # the unfinished line waits
     tee.feed(b"ne\n")
     tee.close()
@@ -160,3 +165,19 @@ def test_the_file_size_is_read_from_the_file(tmp_path: Path) -> None:
     tee.close()
     assert log.read_bytes() == b"b" * 99 + b"\n"
     assert (tmp_path / "sglang.log.1").stat().st_size == 951
+
+
+def test_short_writes_are_completed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A write may take less than it was given (a signal, a filesystem near its limits).
+    real_writev = os.writev
+
+    def short_writev(fd: int, buffers: list[memoryview]) -> int:
+        return real_writev(fd, [buffers[0][:5]])
+
+    monkeypatch.setattr(logtee.os, "writev", short_writev)
+    log = tmp_path / "sglang.log"
+    tee = Tee(io.BytesIO(), log, 10_000_000, 2)
+    tee.feed(b"first line\nsecond ")
+    tee.feed(b"line\nthird line\n")
+    tee.close()
+    assert log.read_bytes() == b"first line\nsecond line\nthird line\n"
