@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from specserve import secrets
 from specserve.profile import logtee
 from specserve.profile.logtee import CHUNK, Tee, copy_stream
 from specserve.secrets import MARKER, Redactor, secret_forms
@@ -80,7 +81,14 @@ def test_random_reads_give_what_one_whole_redaction_gives(tmp_path: Path, seed: 
         assert form not in text and form not in sink.getvalue()
 
 
-def test_redact_bytes_equals_the_whole_regex_on_random_text() -> None:
+@pytest.mark.parametrize("libc", [True, False], ids=["memmem", "bytes-search"])
+def test_redact_bytes_equals_the_whole_regex_on_random_text(
+    libc: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not libc:  # a C library without memmem: bytes' own search
+        monkeypatch.setattr(secrets, "_contains", bytes.__contains__)
+    else:
+        assert secrets._contains is not bytes.__contains__  # glibc has memmem: it is used
     redactor = Redactor([*SECRETS, "tok-ABCDEFGH", "tok-ABCDEFGHIJ"])  # one a prefix of another
     rng = random.Random(11)
     pieces = [*redactor.byte_forms, b"\n", b"tok-ABC", b"a", b"'", b"\\", b" "]
