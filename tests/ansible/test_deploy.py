@@ -176,19 +176,28 @@ def test_profile_change_restarts_once_with_drain(deployment: Deployment) -> None
     assert run.rc == 0, run.output[-6000:]
     assert run.output.count("Replacing " + deployment.prefix) == 1
     assert "spec changed" in run.output
-    # The restart sequence: stopped, port closed, old processes gone (polled), new one gated.
+    # The restart sequence: the new container prepared while the old one serves, then the swap
+    # (stopped, old processes gone (polled), port closed, kept, profile installed, started),
+    # then the gate.
+    old = before["Id"][:12]
     order = [
-        "Stop | stop the server",
-        "Stop | wait until the port is closed",
-        "Stop | wait until the old server's processes are gone",
-        "Start | container",
+        "Prepare | the new container, created and not started",
+        "Swap | stop the old server, start the new one",
+        f"stopping the old server {old} (running): docker stop --time 120",
+        f"old server {old} (pid, status):",
+        f"port 127.0.0.1:{deployment.server_port}:",
+        f"kept as {deployment.prefix}-prev-1",
+        f"profile {deployment.workdir / 'etc/profile.yaml'} installed from",
+        f"started {deployment.prefix} (",
         "Start | gate on /health_generate",
         "gate passed",
     ]
     positions = [run.output.index(step) for step in order]
     assert positions == sorted(positions), positions
-    assert f"old server {before['Id'][:12]} (pid, status):" in run.output
-    assert re.search(r"\(pid, status\): \d+/\d+ s, 0 (exited|removed) \(done\)", run.output)
+    assert re.search(r"\(pid, status\): [\d.]+/\d+ s, 0 (exited|removed) \(done\)", run.output)
+    assert re.search(r"started \S+ \(\w{12}, prepared as \S+-next\) [\d.]+ s after the stop",
+                     run.output)
+    assert docker_inspect(f"{deployment.prefix}-next") is None  # renamed, not left behind
     after = _serving(deployment)
     assert after["Id"] != before["Id"]
     assert after["Config"]["Labels"]["io.specserve.spec-hash"] == _last_good_hash(deployment)

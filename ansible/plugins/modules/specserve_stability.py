@@ -31,6 +31,15 @@ options:
   window_s: {description: Length of the window, type: float, required: true}
   poll_s: {description: Seconds between polls (one request each), type: float, default: 2}
   request_timeout_s: {description: Seconds per request, type: float, default: 300}
+  offset_s:
+    description: Seconds of the whole window already held before this part (the action plugin
+      runs a long window in parts, printing progress between them); messages count from there
+    type: float
+    default: 0
+  total_s:
+    description: The whole window's length, for messages (0 = window_s)
+    type: float
+    default: 0
   window_var:
     description: The variable that sets window_s (named in messages)
     type: str
@@ -102,12 +111,16 @@ def main() -> None:
             "window_s": {"type": "float", "required": True},
             "poll_s": {"type": "float", "default": 2},
             "request_timeout_s": {"type": "float", "default": 300},
+            "offset_s": {"type": "float", "default": 0},
+            "total_s": {"type": "float", "default": 0},
             "window_var": {"type": "str", "default": "window_s"},
             "docker_cli": {"type": "str", "default": "docker"},
         },
         supports_check_mode=True,
     )
     p = module.params
+    offset = p["offset_s"]
+    total = p["total_s"] or p["window_s"]
     start = time.monotonic()
     requests = 0
     while True:
@@ -116,7 +129,7 @@ def main() -> None:
         if diff:
             module.fail_json(
                 msg=(f"Stability window FAILED: {p['container']} did not stay the server that "
-                     f"passed the gates, {elapsed:.0f} s into the {p['window_s']:.0f} s window "
+                     f"passed the gates, {offset + elapsed:.0f} s into the {total:.0f} s window "
                      f"({p['window_var']}): {diff}. Not recorded as last good."),
                 requests=requests, elapsed_s=round(elapsed, 1), detail=diff)
         if elapsed >= p["window_s"]:
@@ -128,7 +141,7 @@ def main() -> None:
             diff = changed(_inspect(module, p["docker_cli"], p["container"]), p)
             module.fail_json(
                 msg=(f"Stability window FAILED: request {requests + 1} to {p['url']} got {error} "
-                     f"{elapsed:.0f} s into the {p['window_s']:.0f} s window ({p['window_var']})"
+                     f"{offset + elapsed:.0f} s into the {total:.0f} s window ({p['window_var']})"
                      + (f"; the container changed: {diff}" if diff else "")
                      + ". Not recorded as last good."),
                 requests=requests, elapsed_s=round(elapsed, 1), detail=error)
