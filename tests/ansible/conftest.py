@@ -41,6 +41,9 @@ class Deployment:
         group_vars = dict(base["specserve_demo"]["vars"])
         group_vars.update(
             specserve_profile=str(self.profile),
+            # The deployments' profiles are temporary files of their own: baseline.yml and
+            # tune.yml write into them (real use), not into the demo's working copy under build/.
+            tune_profile_out="",
             specserve_container_name=self.prefix,
             server_profile_host_path=str(self.workdir / "etc/profile.yaml"),
             server_state_dir=str(self.state_dir),

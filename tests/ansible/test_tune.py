@@ -130,11 +130,21 @@ def _assert_verified_server(dep: Deployment, steps: int, draft: int) -> None:
 @pytest.mark.timeout(900)
 def test_baseline_is_measured_recorded_and_published(deployment: Deployment,
                                                      tuning: dict[str, Any]) -> None:
-    run = _playbook(deployment, "baseline", tuning["extra"], timeout=600)
+    # As the demo inventory does (tune_profile_out): the measured profile goes into a working
+    # copy at the profile's depth (its ../tests model paths resolve), the profile is not written.
+    profile = tuning["profile"]
+    copy = profile.parent.parent / "build" / profile.name
+    before = profile.read_text()
+    run = _playbook(deployment, "baseline", tuning["extra"], "-e", f"tune_profile_out={copy}",
+                    timeout=600)
     assert run.rc == 0, run.output[-8000:]
+    assert profile.read_text() == before and not list(profile.parent.glob(f"{profile.name}.*~"))
+    assert f"The baseline is recorded in {copy}, a working copy of {profile}" in run.output
+    assert f"baseline recorded in {copy} and published by the exporter" in run.output
+    assert f"-e specserve_profile={copy}" in run.output  # how to keep deploying it
     # The baseline server ran without speculation and passed the gate without accept length.
     assert "accept length n/a (no speculation)" in run.output
-    doc = _profile(tuning["profile"])
+    doc = _profile(copy)
     recorded = doc["baseline"]
     assert "specserve bench" in recorded["source"]
     # What it was measured with (issue 18 item 2): the speculative run's cap, TP and image.
@@ -163,9 +173,12 @@ def test_baseline_is_measured_recorded_and_published(deployment: Deployment,
         line = ("specserve_baseline_gen_throughput_tokens_per_second"
                 f'{{concurrency="{bucket}"}} {value}')
         assert line in metrics, line
-    # The speculative server is back (profile 3/1/4), verified.
+    # The speculative server is back (profile 3/1/4), verified, running the copy.
     _assert_verified_server(deployment, 3, 4)
-    assert not any(tuning["profile"].parent.glob(".*specserve-tune*"))
+    assert not any(profile.parent.glob(".*specserve-tune*"))
+    assert not any(copy.parent.glob(".*specserve-tune*"))
+    # The module's profile takes the measurement from here on (the next tests read and tune it).
+    profile.write_text(copy.read_text())
     # The speculative profile with that baseline deploys: check finds it like for like.
     again = _playbook(deployment, "deploy", tuning["extra"], "--skip-tags", "monitoring")
     assert again.rc == 0, again.output[-6000:]

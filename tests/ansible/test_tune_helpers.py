@@ -66,6 +66,29 @@ def test_point_and_baseline_edits_load_as_a_valid_profile(tmp_path: Path) -> Non
     assert yaml.safe_load(text)["baseline"]["source"] == "specserve bench ..."
 
 
+def test_a_measured_baseline_drops_the_shipped_blocks_comment(tmp_path: Path) -> None:
+    # The shipped stand-in profile says "No recorded settings (a copy, not a measurement)" above
+    # its copied figure; once baseline.yml records a measurement, that comment would lie.
+    shipped = STANDIN.read_text()
+    assert "No recorded settings" in shipped
+    measured = {"gen_throughput_tok_s": {"1": 95.04}, "source": "specserve bench run",
+                "image": "specserve/standin:0.1.0", "max_running_requests": 48}
+    text = tune.profile_edit(shipped, baseline=measured)
+    assert "No recorded settings" not in text and "a copy, not a measurement" not in text
+    assert text.count("# Measured by `specserve bench` (playbooks/baseline.yml)") == 1
+    assert "# CPU only" in text and "tests stay on loopback" in text  # the other comments stay
+    again = tune.profile_edit(text, baseline={**measured, "gen_throughput_tok_s": {"1": 96.0}})
+    assert again.count("# Measured by") == 1
+    profile = load_profile(_save(tmp_path, again))
+    assert profile.baseline == {"1": 96.0}
+    # A block without the settings it was measured with gets no "Measured by" comment.
+    bare = tune.profile_edit(shipped, baseline={"gen_throughput_tok_s": {"1": 1.0}, "source": "x"})
+    assert "Measured by" not in bare and "No recorded settings" not in bare
+    # Dropped with the block (no speculation applied): none of its comments stay behind.
+    dropped = tune.profile_edit(text, {"speculative": False}, drop_baseline=True)
+    assert "baseline" not in yaml.safe_load(dropped) and "Measured by" not in dropped
+
+
 def test_tuning_a_profile_without_drafter_is_refused() -> None:
     text = tune.profile_edit(STANDIN.read_text(), "off")
     with pytest.raises(tune.AnsibleFilterError, match="no drafter to tune"):

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap
 
 from specserve.buckets import concurrency_bucket
 
@@ -106,17 +107,38 @@ def profile_edit(
         raise AnsibleFilterError(f"speculative must be 'off' or a mapping, not {speculative!r}")
     if drop_baseline:
         doc.pop("baseline", None)
+        _drop_comments(doc, "baseline")
     if baseline is not None:
         block = baseline.get("baseline", baseline)
-        doc["baseline"] = {
+        recorded = CommentedMap({
             "gen_throughput_tok_s": {
                 str(k): round(float(v), 1) for k, v in block["gen_throughput_tok_s"].items()
             },
             "source": str(block.get("source", "")),
             # What it was measured with, when the block records it (check compares them).
             **{key: block[key] for key in BASELINE_SETTINGS if key in block},
-        }
+        })
+        # The old block's comments described the old values ("No recorded settings (a copy, not
+        # a measurement)" above the shipped figure): they go with them.
+        _drop_comments(doc, "baseline")
+        if any(key in block for key in BASELINE_SETTINGS):
+            recorded.yaml_set_start_comment(MEASURED_COMMENT, indent=2)
+        doc["baseline"] = recorded
     return _dump(doc)
+
+
+MEASURED_COMMENT = (
+    "Measured by `specserve bench` (playbooks/baseline.yml), with the settings it was measured\n"
+    "with recorded below; `check` compares them with this profile (docs/tuning.md)."
+)
+
+
+def _drop_comments(doc: Any, key: str) -> None:
+    """Forget the comments ruamel.yaml keeps for `key`'s block (the lines between `key:` and
+    its first entry, and the block's own)."""
+    items = getattr(getattr(doc, "ca", None), "items", None)
+    if isinstance(items, dict):
+        items.pop(key, None)
 
 
 def _pin_running(doc: Any, cap: Any) -> None:
