@@ -186,7 +186,7 @@ print("\n".join(pins))
 PYEOF
 )
   base_hash=$({ echo "$requirements"; echo "python=$base_py"
-    sha256sum "$ROOT/docker/sglang-local-base/Dockerfile"; } | sha256sum | cut -d' ' -f1)
+    sha256sum <"$ROOT/docker/sglang-local-base/Dockerfile"; } | sha256sum | cut -d' ' -f1)
   if [[ $(docker image inspect --format '{{ index .Config.Labels "io.specserve.inputs" }}' \
       "$sglang_base" 2>/dev/null) == "$base_hash" ]]; then
     echo "SGLang local base $sglang_base up to date"
