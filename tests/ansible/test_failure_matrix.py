@@ -14,6 +14,8 @@ import json
 import os
 import signal
 import subprocess
+import threading
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -256,20 +258,58 @@ def test_two_deploys_at_once(matrix: Deployment) -> None:
     _figures("two deploys at once", loop, done, refused, after, third)
 
 
+class LongGenerations:
+    """Back-to-back long generations (one at a time): whenever the old server gets its SIGTERM,
+    one is running, and the stand-in lets it finish before it exits (bounded, 10 s), so the
+    swap is still waiting for the old server's processes when the test interrupts it."""
+
+    def __init__(self, dep: Deployment) -> None:
+        self.url = f"http://127.0.0.1:{dep.server_port}/generate"
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> LongGenerations:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+    def _run(self) -> None:
+        body = json.dumps({"text": "long", "sampling_params": {
+            "max_new_tokens": 4000, "ignore_eos": True}}).encode()
+        while not self._stop.is_set():
+            request = urllib.request.Request(self.url, data=body, method="POST", headers={
+                "Content-Type": "application/json", "Authorization": f"Bearer {API_KEY}"})
+            try:
+                with urllib.request.urlopen(request, timeout=30) as response:
+                    response.read()
+            except OSError:
+                self._stop.wait(0.2)
+
+
 def test_sigint_right_after_the_stop_then_rerun(matrix: Deployment) -> None:
+    """Ctrl-C between the old server's stop and the new one's start: the swap is waiting for
+    the old server's processes (a long generation drains) when the play is interrupted."""
     good = _last_good(matrix)
+    old = docker_inspect(matrix.prefix)
+    assert old is not None
     _change(matrix, 45)  # not 40: the stand-in profile's own value, no change alone
     with _loop(matrix) as loop:
-        play = Background(matrix.inventory)
-        play.wait_for("Stop | wait until the port is closed")
-        play.signal(signal.SIGINT)
-        interrupted = play.finish()
+        with LongGenerations(matrix):
+            play = Background(matrix.inventory)
+            play.wait_for(f"old server {old['Id'][:12]} (pid, status): ")
+            play.signal(signal.SIGINT)
+            interrupted = play.finish()
         assert interrupted.rc != 0
         assert "User interrupted execution" in interrupted.output
+        assert f"started {matrix.prefix} (" not in interrupted.output  # interrupted before it
         assert _last_good(matrix) == good
         rerun = playbook(matrix.inventory)
         assert rerun.rc == 0, rerun.output[-6000:]
-        assert "did not finish: it was interrupted while stopping the old server" in rerun.output
+        assert ("did not finish: it was interrupted while replacing the server (stopping the old "
+                "one, starting the new one)") in rerun.output, rerun.output[-6000:]
         _assert_truth(matrix)
         # The interrupted play's stopped container is kept with its logs, not re-created.
         kept = subprocess.run(["docker", "logs", f"{matrix.prefix}-prev-1"], capture_output=True,

@@ -3,9 +3,10 @@
 `ansible.builtin.command` shows nothing until the command ends: a 65 s benchmark, a gate that
 sends warm-up requests to a slow server or a 30 GB image pull looked like a hung play. This
 runs the command in the background on the host (its own process group, stdout and stderr to
-files in a private temporary directory), and every `interval` seconds prints the new lines of
-its output (`echo`: all, stderr only, or none), one `[host] label: line` each, or, when it has
-printed nothing for `heartbeat` seconds, that it is still running. At the end it returns what
+files in a private temporary directory), and every `interval` seconds (sooner in its first
+seconds: a quick command is not held up) prints the new lines of its output (`echo`: all,
+stderr only, or none), one `[host] label: line` each, or, when it has printed nothing for
+`heartbeat` seconds, that it is still running. At the end it returns what
 `command` returns (rc, stdout, stderr and their lines), so `failed_when` / `changed_when` and
 `register` work as with `command`. Past `timeout` seconds, or when the play is interrupted, the
 command's whole process group is terminated.
@@ -25,6 +26,8 @@ from ansible.utils.display import Display
 display = Display()
 
 Runner = Callable[[str], tuple[int, str, str]]
+# The first poll's wait; each next one doubles, up to `interval`.
+FIRST_POLL_S = 0.1
 # The directory's files: the command's output, and its exit status once it ended.
 _START = (
     'd=$1; shift; setsid sh -c \'d=$1; shift; "$@" >"$d/out" 2>"$d/err" </dev/null; '
@@ -103,6 +106,7 @@ class Follow:
     def __call__(self) -> dict[str, Any]:
         begin = time.monotonic()
         last_said = begin
+        polls = 0
         self.start()
         try:
             while True:
@@ -122,7 +126,9 @@ class Follow:
                     status = "124"
                     self.timed_out = True
                     break
-                time.sleep(self.interval)
+                # Quick commands end quickly: the first polls come fast, then every `interval`.
+                time.sleep(min(self.interval, FIRST_POLL_S * 2 ** polls))
+                polls += 1
             out, err = self.whole()
         except BaseException:
             # An interrupted play (Ctrl-C) or a failure here: the command does not outlive it.
