@@ -99,6 +99,10 @@ def test_baseline_yml_writes_the_recorded_settings_into_the_profile(tmp_path: Pa
     doc = yaml.safe_load(text)
     jsonschema.validate(doc, profile_schema())
     assert {k: doc["baseline"][k] for k in SETTINGS} == {k: block[k] for k in SETTINGS}
-    assert "# fires when speculative throughput" in text  # comments survive the edit
+    # The profile's comments survive the edit, but the replaced block's own go with its values
+    # (the Kimi profile's said the figure records no settings) and the measured one says so.
+    assert "# The exporter tails this file" in text
+    assert "records none of the" not in text and "fires when speculative throughput" not in text
+    assert "# Measured by `specserve bench`" in text
     comparison = compare(profile_from_document(doc), IMAGE, "0.5.21")
     assert comparison.applies and comparison.like_for_like and not comparison.unrecorded
