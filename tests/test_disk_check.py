@@ -53,7 +53,7 @@ def test_a_fresh_machine_without_room_stops_with_the_figures_and_the_fix(tmp_pat
     assert result.returncode == 1, result
     assert "15000 MB free" in result.stderr
     # Every part still to be written is counted and named.
-    assert "about 19060 MB needed" in result.stderr, result.stderr
+    assert "about 18036 MB needed" in result.stderr, result.stderr
     for part in ("SGLang venvs", "SGLang local base", "router images", "test scratch"):
         assert part in result.stderr
     assert "docker system prune" in result.stderr and "SPECSERVE_DISK_CHECK=0" in result.stderr
@@ -64,11 +64,11 @@ def test_what_is_already_there_is_not_counted_again(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert (
         "3000 MB free" in result.stdout
-        and "need about 2560 MB (test scratch and images the tests rebuild 2.5 GB)" in result.stdout
+        and "need about 1536 MB (test scratch 1.5 GB)" in result.stdout
     )
 
 
 def test_a_fresh_machine_with_room_goes_on(tmp_path: Path) -> None:
     result = run_check(tmp_path, free_mb=40000, images=False, venvs=False)
     assert result.returncode == 0, result.stderr
-    assert "need about 19060 MB" in result.stdout
+    assert "need about 18036 MB" in result.stdout
