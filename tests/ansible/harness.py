@@ -13,6 +13,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,17 @@ class Run:
             if match["host"] == host:
                 return {k: int(v) for k, v in match.groupdict().items() if k != "host"}
         raise AssertionError(f"no PLAY RECAP line for {host}:\n{self.output[-3000:]}")
+
+
+def tasks_in(node: Any) -> Iterator[dict[str, Any]]:
+    """Every task of a loaded task file, those inside block / rescue / always included."""
+    if isinstance(node, list):
+        for item in node:
+            yield from tasks_in(item)
+    elif isinstance(node, dict):
+        yield node
+        for key in ("block", "rescue", "always"):
+            yield from tasks_in(node.get(key))
 
 
 def free_port() -> int:

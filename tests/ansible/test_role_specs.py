@@ -23,6 +23,8 @@ from ansible.inventory.host import Host
 from ansible.playbook.loop_control import LoopControl
 from ansible.vars.reserved import get_reserved_names
 
+from .harness import tasks_in
+
 ROOT = Path(__file__).resolve().parents[2]
 ROLES_DIR = ROOT / "ansible" / "roles"
 ROLES = sorted(p for p in ROLES_DIR.iterdir() if p.is_dir())
@@ -107,20 +109,10 @@ def references(role: Path) -> set[str]:
     return names
 
 
-def _tasks(node: Any) -> Iterator[dict[str, Any]]:
-    if isinstance(node, list):
-        for item in node:
-            yield from _tasks(item)
-    elif isinstance(node, dict):
-        yield node
-        for key in ("block", "rescue", "always"):
-            yield from _tasks(node.get(key))
-
-
 def _role_tasks(role: Path) -> Iterator[dict[str, Any]]:
     for sub in ("tasks", "handlers"):
         for path in sorted((role / sub).glob("*.yml")):
-            yield from _tasks(_load(path))
+            yield from tasks_in(_load(path))
 
 
 def registered(role: Path) -> set[str]:
@@ -169,7 +161,7 @@ def _callers_tasks() -> Iterator[dict[str, Any]]:
     for path in sorted((ROOT / "playbooks").glob("*.yml")):
         for play in _load(path) or []:
             for key in ("pre_tasks", "tasks", "post_tasks"):
-                yield from _tasks(play.get(key))
+                yield from tasks_in(play.get(key))
 
 
 def passed_vars(role: str) -> set[str]:
@@ -251,7 +243,7 @@ def _inventory_settings() -> Iterator[tuple[str, str]]:
     for path in sorted((ROOT / "playbooks" / "inventory").rglob("*.yml")):
         doc = _load(path) or {}
         groups = [doc] if "group_vars" in path.parts else [
-            g for g in _tasks(list(doc.values())) if isinstance(g, dict)]
+            g for g in tasks_in(list(doc.values())) if isinstance(g, dict)]
         for group in groups:
             variables = group if "group_vars" in path.parts else group.get("vars") or {}
             for name in variables:

@@ -12,6 +12,8 @@ from typing import Any
 
 import yaml
 
+from .harness import tasks_in
+
 ROOT = Path(__file__).resolve().parents[2]
 ROLES = ROOT / "ansible" / "roles"
 PLAY = ROOT / "playbooks" / "teardown.yml"
@@ -22,19 +24,9 @@ NAMED_AFTER_THE_SERVER = ("exporter", "monitoring")
 TEMPLATE = re.compile(r"^\{\{ *(\w+) *\}\}$")
 
 
-def _tasks(node: Any) -> Iterator[dict[str, Any]]:
-    if isinstance(node, list):
-        for item in node:
-            yield from _tasks(item)
-    elif isinstance(node, dict):
-        yield node
-        for key in ("block", "rescue", "always"):
-            yield from _tasks(node.get(key))
-
-
 def _role_tasks() -> Iterator[tuple[str, dict[str, Any]]]:
     for path in sorted(ROLES.glob("*/tasks/*.yml")) + sorted(ROLES.glob("*/handlers/*.yml")):
-        for task in _tasks(yaml.safe_load(path.read_text(encoding="utf-8"))):
+        for task in tasks_in(yaml.safe_load(path.read_text(encoding="utf-8"))):
             yield f"{path.relative_to(ROOT)}: {task.get('name')}", task
 
 
