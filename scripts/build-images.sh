@@ -168,10 +168,11 @@ sglang_base="$(pin upstream_images.sglang.repository):$(pin upstream_images.sgla
 sglang_version=$(pin sglang.pinned)
 
 # --- CI's stand-in for the SGLang base (--local-base --images sglang) ---------------------------
-# The real sglang package and exactly the pins versions.yaml names (sglang.venv_packages, as the
-# contract venvs of scripts/setup/sglang.sh, plus sglang.local_base_packages), all --no-deps,
-# downloaded through pip's cache (~/.cache/pip, which sglang.sh fills too) and the local
-# find-links (the torch wheels on local disk) into a wheelhouse of its own, so the small context of the
+# The real sglang package and exactly the pins versions.yaml names (sglang.venv_packages and
+# version_packages[pinned], as the contract venvs of scripts/setup/sglang.sh, plus
+# sglang.local_base_packages), all --no-deps, downloaded through pip's cache (~/.cache/pip, which
+# sglang.sh fills too) and the configured indexes (the torch wheels on local disk) into a
+# wheelhouse of its own, so the small context of the
 # other images stays small. The base is rebuilt only when that set changes (its label).
 if (( local_base )) && [[ ,$images, == *,sglang,* ]]; then
   sglang_base="$(pin upstream_images.sglang_local_base.repository):$(pin upstream_images.sglang_local_base.tag)"
@@ -181,7 +182,8 @@ if (( local_base )) && [[ ,$images, == *,sglang,* ]]; then
   requirements=$("$PY" - "$ROOT/versions.yaml" <<'PYEOF'
 import sys, yaml
 section = yaml.safe_load(open(sys.argv[1], encoding="utf-8"))["sglang"]
-pins = [f"sglang=={section['pinned']}", *section["venv_packages"], *section["local_base_packages"]]
+pins = [f"sglang=={section['pinned']}", *section["venv_packages"],
+        *section["version_packages"][section["pinned"]], *section["local_base_packages"]]
 print("\n".join(pins))
 PYEOF
 )
@@ -197,6 +199,10 @@ PYEOF
     # Every manylinux tag bookworm's glibc (2.36) runs: sglang's own wheel is manylinux_2_34.
     platforms=()
     for minor in $(seq 17 36); do platforms+=(--platform "manylinux_2_${minor}_x86_64"); done
+    # Never the configured find-links: a local torch 2.13.0+cpu there satisfies ==2.13.0 and
+    # pip prefers it, where upstream's image (and SGLang's METADATA) has the CUDA release.
+    mkdir -p "$base_ctx/no-find-links"
+    PIP_FIND_LINKS=$base_ctx/no-find-links \
     "$PY" -m pip download --quiet --no-deps --dest "$base_wheels" --only-binary=:all: \
       --python-version "$base_py" --implementation cp "${platforms[@]}" \
       --platform manylinux2014_x86_64 --platform linux_x86_64 \

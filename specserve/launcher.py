@@ -7,7 +7,8 @@ SIGKILLing all its descendants, and the tee that copies its output must outlive 
 SGLang's last traceback. With `logging.file` set, the launcher copies the output to stdout and a
 size-rotated file; with a secret to inject (the API key), it copies even without a file, because
 SGLang logs its arguments, key included, and the tee replaces every secret it knows by value
-before anything is copied.
+before anything is copied. The printed command shows no secret either: the API key as its source,
+the other secrets extra_args carry (an admin key, the watermark keys) as the marker.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from specserve.profile.checks import CheckOptions, run_checks
+from specserve.profile.checks.secrets import GRPC_FIX, grpc_exposure
+from specserve.profile.execlimits import oversizes, this_process
 from specserve.profile.issues import errors
 from specserve.profile.loader import ProfileError, load_profile
 from specserve.profile.logtee import Tee
@@ -34,7 +37,17 @@ from specserve.profile.render import (
 from specserve.profile.report import format_text
 from specserve.profile.server_parser import known_commands, parse_only_argv, run_parser
 from specserve.profile.sglang import VERSION_ENV, SglangVersionError, resolve_version
-from specserve.secrets import SECRET_FLAGS, Redactor, secret_problem, secrets_in_argv
+from specserve.secrets import (
+    MIN_LENGTH,
+    SECRET_FLAGS,
+    WATERMARK_FLAG,
+    Redactor,
+    flag_values,
+    is_inline_watermark_config,
+    secret_problem,
+    secrets_in_argv,
+    watermark_keys,
+)
 from specserve.supervise import run as supervise
 
 DEFAULT_PROFILE = "/etc/specserve/profile.yaml"
@@ -46,7 +59,8 @@ SECRET_ENV = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
 
 def injected_secrets(exec_argv: Sequence[str], environ: dict[str, str]) -> dict[str, str]:
     """Every secret handed to the server, by where it comes from: the values of SECRET_FLAGS
-    in argv (the resolved server.api_key among them) and SECRET_ENV variables.
+    in argv (the resolved server.api_key among them), the keys of --watermark-config (inline,
+    or in the file it names, read as SGLang will read it) and SECRET_ENV variables.
 
     A new profile field carrying a secret renders into one of these flags or variables, or is
     added here; the tee redacts exactly this list. Raises SecretError for a secret the tee
@@ -60,17 +74,37 @@ def injected_secrets(exec_argv: Sequence[str], environ: dict[str, str]) -> dict[
         value = inline if eq else (exec_argv[i + 1] if i + 1 < len(exec_argv) else "")
         where = "server.api_key" if flag == API_KEY_FLAG else f"server.extra_args {flag}"
         found[where] = value
+    for _, _, config in flag_values(exec_argv, (WATERMARK_FLAG,)):
+        source = "" if is_inline_watermark_config(config) else f" (file {config})"
+        for name, key in watermark_keys(config, read_file=True).items():
+            found[f"server.extra_args {WATERMARK_FLAG}{source} {name}"] = key
     for name in SECRET_ENV:
         if environ.get(name):
             found[f"environment variable {name}"] = environ[name]
     for where, value in found.items():
         problem = secret_problem(value)
         if problem is not None:
+            example = (
+                "8 to 16 hex digits, e.g. `openssl rand -hex 8`, for a watermark key"
+                if WATERMARK_FLAG in where
+                else "e.g. `openssl rand -hex 32` for an API key"
+            )
             raise SecretError(
-                f"{where}: the secret {problem}. Fix: use one line of at least 8 characters "
-                "(e.g. `openssl rand -hex 32` for an API key)"
+                f"{where}: the secret {problem}. Fix: use one line of at least {MIN_LENGTH} "
+                f"characters ({example})"
             )
     return found
+
+
+def too_large_to_exec(
+    argv: Sequence[str], env: dict[str, str], sources: Sequence[str], rendered: Rendered
+) -> bool:
+    """Whether exec would refuse `argv` and `env` (E2BIG) on this machine; each reason is
+    written as one line naming the argument or variable and the limit."""
+    found = oversizes(argv, env, this_process(), sources, rendered.env_sources)
+    for problem in found:
+        sys.stderr.write(f"specserve-launch: {problem.line()}; nothing was started\n")
+    return bool(found)
 
 
 def server_parse(rendered: Rendered, version: str) -> int:
@@ -83,11 +117,17 @@ def server_parse(rendered: Rendered, version: str) -> int:
             f"(known: {known_commands()}); its own parser runs at start\n"
         )
         return 0
+    # The parser's command is its interpreter and code, then the argv's flags.
+    flags_at = len(rendered.argv) - (len(command) - 3)
+    sources = ["(the parser's interpreter)"] * 3 + list(rendered.sources[flags_at:])
+    if too_large_to_exec(command, {**os.environ, **rendered.env}, sources, rendered):
+        return EXIT_ERRORS
     result = run_parser(command, rendered.env)
     if result.exit_code == 0:
         sys.stderr.write(f"specserve-launch: SGLang {version}'s own parser accepts the command\n")
         return 0
-    redactor = Redactor([*secrets_in_argv(rendered.argv), *(os.environ.get(n) for n in SECRET_ENV)])
+    secrets = secrets_in_argv(rendered.argv, read_files=True)
+    redactor = Redactor([*secrets, *(os.environ.get(n) for n in SECRET_ENV)])
     sys.stderr.write(
         f"specserve-launch: SGLang {version}'s own parser refuses the command "
         f"(exit {result.exit_code}):\n{redactor.redact_text(result.message)}\n"
@@ -155,6 +195,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     sys.stderr.write(f"specserve-launch: profile {profile.name}, running:\n")
     sys.stderr.write(f"specserve-launch: flags for SGLang {version} (${VERSION_ENV})\n")
     sys.stderr.write(format_shell(rendered))
+    # The environment the launcher runs in can enable the gRPC server too (SGLANG_GRPC_PORT
+    # from a container's env, which `check` never sees); the dry run judges it the same.
+    exposed = grpc_exposure(
+        rendered.argv, {**os.environ, **rendered.env}, rendered.api_key is not None
+    )
+    for problem in exposed:
+        sys.stderr.write(f"specserve-launch: {problem}. Fix: {GRPC_FIX}; nothing was started\n")
+    if exposed:
+        return EXIT_ERRORS
     if args.dry_run:
         return server_parse(rendered, version)
     environ = dict(os.environ)
@@ -168,6 +217,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         secrets = tuple(injected_secrets(exec_argv, environ).values())
     except SecretError as exc:
         sys.stderr.write(f"specserve-launch: {exc}\n")
+        return EXIT_ERRORS
+    if too_large_to_exec(exec_argv, environ, rendered.sources, rendered):
         return EXIT_ERRORS
     log = profile.logging
     sys.stderr.flush()

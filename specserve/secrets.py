@@ -14,7 +14,7 @@ import ctypes
 import json
 import re
 import shlex
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 MARKER = "<redacted>"
@@ -22,6 +22,17 @@ MARKER = "<redacted>"
 # versions), and the field names that hold them in /server_info and in the logged arguments.
 SECRET_FLAGS = ("--api-key", "--admin-api-key", "--ssl-keyfile-password")
 SECRET_FIELD = re.compile(r"(^|_)(api_key|key|secret|password|token)$", re.IGNORECASE)
+# SGLang 0.5.23's watermark settings: a JSON object inline, or the path of a file holding one
+# (sglang/srt/sampling/watermarking/config.py load_watermark_config). Its `key` and `key_b` are
+# secrets, the rest is not: SGLang itself redacts exactly these two wherever it prints the
+# settings (watermarking/core.py redact_watermark_secrets, redact_watermark_command_line), and
+# the fields that carry them in /server_info and the logged arguments.
+WATERMARK_FLAG = "--watermark-config"
+WATERMARK_KEYS = ("key", "key_b")
+WATERMARK_FIELDS = ("watermark_key", "watermark_key_b")
+WATERMARK_CONFIG_FIELD = "watermark_config"
+# SGLang reads at most this much of a watermark config file (config.py _MAX_CONFIG_BYTES).
+WATERMARK_FILE_BYTES = 4096
 MIN_LENGTH = 8
 # At end of stream a held-back tail that is this long a prefix of a secret is masked, not
 # emitted: shorter prefixes are indistinguishable from ordinary text.
@@ -64,30 +75,121 @@ def secret_problem(value: str) -> str | None:
     return None
 
 
-def secrets_in_argv(words: Iterable[str]) -> list[str]:
-    """The values of SECRET_FLAGS in an argv (`--flag value` or `--flag=value`)."""
+def is_inline_watermark_config(value: str) -> bool:
+    """SGLang's own rule: a value that starts with `{` (after blanks) is the JSON itself, any
+    other value a file's path."""
+    return value.lstrip().startswith("{")
+
+
+def watermark_keys(config: str, read_file: bool = False) -> dict[str, str]:
+    """The secrets (`key`, `key_b`, by name) a --watermark-config value carries: parsed from the
+    inline JSON, or from the file it names when `read_file` (as SGLang reads it: the first
+    WATERMARK_FILE_BYTES + 1 bytes). A value that does not parse carries none that can be named:
+    SGLang refuses it at start ("failed to read watermark config JSON"), naming no key."""
+    text = config
+    if not is_inline_watermark_config(config):
+        if not read_file:
+            return {}
+        try:
+            with open(config, encoding="utf-8") as fh:
+                text = fh.read(WATERMARK_FILE_BYTES + 1)
+        except (OSError, UnicodeError):
+            return {}
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return {}
+    if not isinstance(doc, dict):
+        return {}
+    keys = {name: doc.get(name) for name in WATERMARK_KEYS}
+    return {name: v for name, v in keys.items() if isinstance(v, str) and v and v != MARKER}
+
+
+def flag_values(words: Sequence[str], flags: Iterable[str]) -> list[tuple[int, str, str]]:
+    """(index of the value's word, flag, value) for each of `flags` in an argv, written
+    `--flag value` or `--flag=value`."""
+    wanted = set(flags)
+    found = []
+    for i, word in enumerate(words):
+        flag, eq, inline = word.partition("=")
+        if flag in wanted:
+            if eq:
+                found.append((i, flag, inline))
+            elif i + 1 < len(words):
+                found.append((i + 1, flag, words[i + 1]))
+    return found
+
+
+def secrets_in_argv(words: Iterable[str], read_files: bool = False) -> list[str]:
+    """The values of SECRET_FLAGS in an argv (`--flag value` or `--flag=value`) and the keys of
+    its --watermark-config (inline; also from the file it names when `read_files`)."""
     argv = list(words)
     found = []
-    for i, word in enumerate(argv):
-        flag, eq, inline = word.partition("=")
-        if flag in SECRET_FLAGS:
-            value = inline if eq else (argv[i + 1] if i + 1 < len(argv) else "")
-            if value and value != MARKER:
-                found.append(value)
+    for _, flag, value in flag_values(argv, (*SECRET_FLAGS, WATERMARK_FLAG)):
+        if flag == WATERMARK_FLAG:
+            found += watermark_keys(value, read_files).values()
+        elif value and value != MARKER:
+            found.append(value)
+    return found
+
+
+def redact_argv(words: Sequence[str], keep: int | None = None) -> list[str]:
+    """`words` as they may be shown: each SECRET_FLAGS value replaced by MARKER, and inside an
+    inline --watermark-config each key's value (the rest of the settings stay readable, a file
+    path is not a secret). The word at index `keep` is left as it is (the API key's
+    placeholder, which the shell form prints as its source)."""
+    shown = list(words)
+    for at, flag, value in flag_values(shown, (*SECRET_FLAGS, WATERMARK_FLAG)):
+        if at == keep:
+            continue
+        prefix = f"{flag}=" if shown[at].startswith(f"{flag}=") else ""
+        if flag == WATERMARK_FLAG:
+            keys = watermark_keys(value)
+            # Every key, even one too short for the tee (refused before exec): here it is
+            # replaced only inside this one word.
+            shown[at] = prefix + Redactor(keys.values()).redact_text(value)
+        elif value:
+            shown[at] = prefix + MARKER
+    return shown
+
+
+def _watermark_in_launch_command(command: str) -> list[str]:
+    """Keys of an inline --watermark-config in a launch command joined by spaces (SGLang's
+    `" ".join(argv)`): the JSON holds spaces, so it is decoded from its `{`, not split."""
+    found = []
+    decoder = json.JSONDecoder()
+    for match in re.finditer(re.escape(WATERMARK_FLAG) + r"[= ]\s*(?=\{)", command):
+        try:
+            doc, _ = decoder.raw_decode(command, match.end())
+        except ValueError:
+            continue
+        if isinstance(doc, dict):
+            found += watermark_keys(json.dumps(doc)).values()
     return found
 
 
 def secrets_in_server_info(info: dict[str, Any]) -> list[str]:
-    """Secret values a server-info document carries: fields named like a secret, and the values
-    of secret flags in `launch_command` (SGLang: the argv joined by spaces)."""
+    """Secret values a server-info document carries: fields named like a secret, the watermark
+    keys (their fields and inside `watermark_config`), and the values of secret flags in
+    `launch_command` (SGLang: the argv joined by spaces). SGLang 0.5.23 itself answers the
+    watermark ones as MARKER; a server that does not is redacted all the same."""
     found = [
         v
         for k, v in info.items()
-        if isinstance(k, str) and SECRET_FIELD.search(k) and isinstance(v, str) and v
+        if isinstance(k, str)
+        and (SECRET_FIELD.search(k) or k in WATERMARK_FIELDS)
+        and isinstance(v, str)
+        and v
     ]
+    config = info.get(WATERMARK_CONFIG_FIELD)
+    if isinstance(config, str):
+        found += watermark_keys(config).values()
+    elif isinstance(config, dict):
+        found += watermark_keys(json.dumps(config)).values()
     command = info.get("launch_command")
     if isinstance(command, str):
         found += secrets_in_argv(command.split())
+        found += _watermark_in_launch_command(command)
     elif isinstance(command, list):
         found += secrets_in_argv(str(w) for w in command)
     return [v for v in found if v != MARKER]

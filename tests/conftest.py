@@ -1,6 +1,7 @@
 """The order of a run, what its subprocesses share, and what needs a Docker engine.
 
-- The heaviest files first (tests/ordering.py), so that parallel workers finish together.
+- The heaviest files first (tests/ordering.py), so that parallel workers finish together, and a
+  line per finished file with its seconds (tests/progress.py).
 - A bytecode cache for the zip imports of the tests' subprocesses (tests/zipimport_cache): every
   Ansible task compiles its AnsiballZ payload's sources afresh, half of what its module costs.
 - Only tests marked `docker` reach the Docker engine: every other test runs with `DOCKER_HOST`
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import progress
 from tests.ordering import heaviest_files_first, load_seconds
 
 ZIPIMPORT_CACHE = Path(__file__).parent / "zipimport_cache"
@@ -34,6 +36,10 @@ def _cache_zip_imports() -> None:
 
 
 _cache_zip_imports()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    progress.register(config)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -6,13 +6,15 @@ minutes each (tests/ansible/test_tune.py about 19 min), started last and the run
 one worker busy and the others idle. scripts/test passes --no-loadscope-reorder, and this
 module sorts the files by their measured seconds, heaviest first: longest processing time
 first. The figures are in tests/file_seconds.json, written by `scripts/test-file-seconds` from
-a run's JUnit XML. Stale figures change only the order, never what runs; a file without a
-figure runs after the measured ones, in collection order.
+a run's JUnit XML or its output (tests/progress.py's line per finished file). Stale figures
+change only the order, never what runs; a file without a figure runs after the measured ones,
+in collection order.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from pathlib import Path
@@ -61,3 +63,16 @@ def seconds_from_junit(junit: Path) -> dict[str, float]:
         if file is not None:
             totals[file] = totals.get(file, 0.0) + float(case.get("time") or 0.0)
     return {file: round(total, 1) for file, total in sorted(totals.items())}
+
+
+_PROGRESS_LINE = re.compile(r"^\[\s*\d+ s\] (?P<file>tests/\S+\.py): (?P<seconds>\d+) s$")
+
+
+def seconds_from_progress(output: str) -> dict[str, float]:
+    """Seconds per test file from a run's output: tests/progress.py's `[ 812 s] FILE: 95 s`."""
+    totals: dict[str, float] = {}
+    for line in output.splitlines():
+        match = _PROGRESS_LINE.match(line.strip())
+        if match and (ROOT / match["file"]).is_file():
+            totals[match["file"]] = float(match["seconds"])
+    return dict(sorted(totals.items()))

@@ -21,7 +21,7 @@ def run_check(
     (repo / ".venv/bin").mkdir(parents=True)
     os.symlink(ROOT / ".venv/bin/python", repo / ".venv/bin/python")
     if venvs:
-        (repo / ".sglang/_deps").mkdir(parents=True)
+        (repo / ".sglang/_deps-0123456789ab").mkdir(parents=True)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     # A Docker client that has every image or none, and a df that reports the given free space.
@@ -53,7 +53,7 @@ def test_a_fresh_machine_without_room_stops_with_the_figures_and_the_fix(tmp_pat
     assert result.returncode == 1, result
     assert "15000 MB free" in result.stderr
     # Every part still to be written is counted and named.
-    assert "about 18036 MB needed" in result.stderr, result.stderr
+    assert "about 20736 MB needed" in result.stderr, result.stderr
     for part in ("SGLang venvs", "SGLang local base", "router images", "test scratch"):
         assert part in result.stderr
     assert "docker system prune" in result.stderr and "SPECSERVE_DISK_CHECK=0" in result.stderr
@@ -71,4 +71,4 @@ def test_what_is_already_there_is_not_counted_again(tmp_path: Path) -> None:
 def test_a_fresh_machine_with_room_goes_on(tmp_path: Path) -> None:
     result = run_check(tmp_path, free_mb=40000, images=False, venvs=False)
     assert result.returncode == 0, result.stderr
-    assert "need about 18036 MB" in result.stdout
+    assert "need about 20736 MB" in result.stdout

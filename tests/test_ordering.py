@@ -1,5 +1,5 @@
 """The run's file order (tests/ordering.py): heaviest measured file first, each file's tests
-together, and figures read from a real pytest JUnit report."""
+together, and figures read from a real pytest JUnit report or output."""
 
 from __future__ import annotations
 
@@ -8,7 +8,13 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.ordering import ROOT, heaviest_files_first, load_seconds, seconds_from_junit
+from tests.ordering import (
+    ROOT,
+    heaviest_files_first,
+    load_seconds,
+    seconds_from_junit,
+    seconds_from_progress,
+)
 
 
 @dataclass
@@ -23,7 +29,7 @@ def test_heaviest_file_first_and_each_file_kept_whole_and_in_order() -> None:
         "c.py::1", "c.py::2", "a.py::1", "a.py::2", "b.py::1", "d.py::1"]  # fmt: skip
 
 
-def test_figures_come_from_a_real_junit_report(tmp_path: Path) -> None:
+def test_figures_come_from_a_real_junit_report_and_the_runs_output(tmp_path: Path) -> None:
     junit = tmp_path / "run.xml"
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}",
@@ -34,6 +40,8 @@ def test_figures_come_from_a_real_junit_report(tmp_path: Path) -> None:
     seconds = seconds_from_junit(junit)
     assert list(seconds) == ["tests/test_ordering.py"], seconds
     assert seconds["tests/test_ordering.py"] > 0
+    # tests/progress.py's line for the finished file, in the same output a CI run keeps.
+    assert list(seconds_from_progress(run.stdout)) == ["tests/test_ordering.py"], run.stdout
 
 
 def test_the_recorded_figures_name_test_files_that_exist() -> None:

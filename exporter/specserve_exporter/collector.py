@@ -5,7 +5,7 @@ Every family's name, labels and help text come from names.py (docs/metrics.md li
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Protocol
 
 from prometheus_client.core import (
@@ -42,6 +42,7 @@ class SourceStatus(Protocol):
 
     def is_up(self) -> bool: ...
     def reopens(self) -> int: ...
+    def errors(self) -> Mapping[str, int]: ...
 
 
 def _ranks(ranks: Ranks) -> list[str]:
@@ -144,3 +145,7 @@ class LogCollector(Collector):
         reopens = _family(names.SOURCE_REOPENS)
         reopens.add_metric([self.source.kind], self.source.reopens())
         yield reopens
+        errors = _family(names.SOURCE_ERRORS)
+        for reason, count in self.source.errors().items():
+            errors.add_metric([self.source.kind, str(reason)], count)
+        yield errors

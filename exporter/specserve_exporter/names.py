@@ -68,7 +68,7 @@ _R = RANK_LABELS
 
 # Label names other than the ranks.
 KIND = "kind"  # decode | prefill (fields.Kind)
-REASON = "reason"  # parser.Reason
+REASON = "reason"  # parser.Reason; sources.base.ErrorReason for source errors
 POOL = "pool"  # KV pool: kv, full, swa, mamba, gpu, cpu (fields.USAGES)
 GRAPH = "graph"  # cuda, cpu, npu, musa (fields.GRAPHS)
 CONCURRENCY = "concurrency"  # specserve.buckets.concurrency_bucket
@@ -160,6 +160,11 @@ SOURCE_UP = _metric("source_up", _G, (SOURCE,), "1 while the log source is being
 SOURCE_REOPENS = _metric(
     "source_reopens", _C, (SOURCE,),
     "Times the source was reopened: file rotations and truncations, container or pod restarts.")
+SOURCE_ERRORS = _metric(
+    "source_errors", _C, (SOURCE, REASON),
+    "Times the log source went into the error state, by reason (the log path is a directory, "
+    "a FIFO or a device; permission denied; a read error; the API unreachable): retried every "
+    "poll interval, specserve_source_up is 0 meanwhile.")
 
 # Every metric the exporter can serve, in the order a scrape lists them.
 ALL: tuple[Metric, ...] = (
@@ -171,6 +176,6 @@ ALL: tuple[Metric, ...] = (
     DECODE_DRAFT_ACCEPTANCE, DECODE_LAST_LINE_TIMESTAMP,
     PREFILL_NEW_TOKENS, PREFILL_CACHED_TOKENS, PREFILL_LAST_INPUT_THROUGHPUT,
     SPECULATIVE_DRAFT_TOKENS, SPECULATIVE_ADAPTIVE, SPECULATIVE_ADAPTIVE_SWITCHES,
-    BASELINE_GEN_THROUGHPUT, SOURCE_UP, SOURCE_REOPENS,
+    BASELINE_GEN_THROUGHPUT, SOURCE_UP, SOURCE_REOPENS, SOURCE_ERRORS,
 )
 BY_NAME: dict[str, Metric] = {m.name: m for m in ALL}

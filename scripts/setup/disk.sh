@@ -2,7 +2,8 @@
 # Fail early, with figures, when the disk cannot hold what the rest of the setup and the test run
 # will write: a run that fills its disk fails hundreds of tests at random and ends in pytest's own
 # ENOSPC traceback (CI once did). Counts only what is not there yet. Figures measured from a
-# fresh clone (docs/testing.md "Disk"): the SGLang venvs 5.9 GB; the SGLang local base 6.1 GB
+# fresh clone (docs/testing.md "Disk"): the SGLang venvs 8.5 GB (each version on the dependency
+# versions it declares: 0.5.21 2.7 GB, 0.5.23 3.4 GB, the shared packages 2.4 GB); the SGLang local base 6.1 GB
 # plus its 3 GB wheelhouse while it builds; the other images 1.2 GB; a run's scratch and the
 # images its tests rebuild 1.5 GB (pytest's temporary files 0.4 GB in a fresh-clone run; one
 # checkout rebuilds its images from cache, so little else).
@@ -23,7 +24,7 @@ has_image() { docker image inspect "$1" >/dev/null 2>&1; }
 
 need_mb=1536 parts="test scratch 1.5 GB"
 add() { need_mb=$((need_mb + $1)); parts+=", $2"; }
-[[ -d .sglang/_deps ]] || add 6000 "SGLang venvs 5.9 GB"
+compgen -G ".sglang/_deps-*" >/dev/null || add 8700 "SGLang venvs 8.5 GB"
 sglang_base="$(pin upstream_images.sglang_local_base.repository):$(pin upstream_images.sglang_local_base.tag)"
 has_image "$sglang_base" || add 9300 "SGLang local base 6.1 GB + 3 GB of wheels while it builds"
 # The other images are all built FROM the local base: without it, none of them is there either.

@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
 # One virtual environment per SGLang version the contract suite verifies (versions.yaml
 # sglang.verified), in .sglang/<version>/ (gitignored), idempotently:
-#   .sglang/_deps/      exactly sglang.venv_packages, --no-deps so the set never floats; shared
-#                       by every version (installing torch once instead of once per version is
-#                       most of the set-up time)
-#   .sglang/<version>/  sglang==<version> with --no-deps, plus a .pth file that puts _deps on
-#                       its sys.path; `.sglang/<version>/bin/python` is the interpreter to use
+#   .sglang/_deps-<hash>/  exactly sglang.venv_packages, --no-deps so the set never floats; shared
+#                          by every version (torch's CUDA libraries, numpy, pydantic: most of the
+#                          set-up time). Named by the hash of its set, so a changed set is a new
+#                          directory and a venv built on the old one keeps it
+#   .sglang/<version>/     sglang==<version> and sglang.version_packages[<version>] (what that
+#                          release declares differently: torch, transformers, ...), --no-deps,
+#                          plus a .pth file that puts its _deps on its sys.path;
+#                          `.sglang/<version>/bin/python` is the interpreter to use
+# After installing, scripts/setup/sglang_declared.py proves the venv holds what SGLang's own
+# wheel declares (its METADATA, through every requirement of what is installed) and exactly
+# the pinned versions; a mismatch fails set-up naming the package.
 # pip's download cache (~/.cache/pip) makes a re-install cheap. A venv whose marker file
 # (.specserve-packages) records the same package set is left alone; a changed set is built
 # beside the old venv and swapped in, so tests running meanwhile keep a working one. Any failure
@@ -26,12 +32,14 @@ YAML_PY=$ROOT/.venv/bin/python
 
 fail() { echo "sglang.sh: SGLang $1: $2" >&2; exit 1; }
 
-# versions.yaml is the only source of the versions and the package set.
-read_versions() {
-  "$YAML_PY" - "$ROOT/versions.yaml" "$1" <<'PYEOF'
+# versions.yaml is the only source of the versions and the package sets.
+read_versions() {  # KEY [VERSION]: sglang.KEY, or sglang.KEY[VERSION] (empty when absent)
+  "$YAML_PY" - "$ROOT/versions.yaml" "$@" <<'PYEOF'
 import sys, yaml
 section = yaml.safe_load(open(sys.argv[1], encoding="utf-8"))["sglang"]
-print("\n".join(section[sys.argv[2]]))
+value = section[sys.argv[2]] if len(sys.argv) == 3 else (section.get(sys.argv[2]) or {}).get(sys.argv[3]) or []
+if value:
+    print("\n".join(value))
 PYEOF
 }
 
@@ -41,8 +49,26 @@ mapfile -t PACKAGES < <(read_versions venv_packages)
 if (( $# )); then WANTED=("$@"); else WANTED=("${VERIFIED[@]}"); fi
 PYTHON_LINE="python $("$PY" -c 'import sys; print(sys.version.split()[0])')"
 
+# A package set as the marker file records it: sorted as `LC_ALL=C sort -f` orders, then Python.
+package_set() { printf '%s\n' "$@" | LC_ALL=C sort -f; echo "$PYTHON_LINE"; }
+DEPS_SET=$(package_set "${PACKAGES[@]}")
+DEPS=$VENVS/_deps-$(printf '%s' "$DEPS_SET" | sha256sum | cut -c1-12)
+
 marker_ok() { [[ -x $1/bin/python && -f $1/.specserve-packages && $(cat "$1/.specserve-packages") == "$2" ]]; }
 purelib() { "$1/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'; }
+# The package index only, never the configured find-links: a find-links directory may hold a
+# local build (torch 2.13.0+cpu here) that `==2.13.0` also admits and pip prefers (a local
+# version sorts above its release), and the venv must hold the release SGLang declares.
+NO_LINKS=$VENVS/.no-find-links
+# pip of the _deps venv installs into TARGET's interpreter (`pip --python`): the version venvs
+# are made without pip, so no setuptools of their own shadows the pinned one (torch requires
+# setuptools >= 77; venv's bundled one is 65).
+pip_into() {  # TARGET_PYTHON PACKAGE...
+  local target=$1; shift
+  mkdir -p "$NO_LINKS"
+  PIP_FIND_LINKS=$NO_LINKS "$DEPS/bin/python" -m pip --python "$target" install -q --no-deps \
+    --no-compile --disable-pip-version-check "$@"
+}
 
 # Replace $1 by the freshly built $1.new in two renames (a venv works from its new path: its
 # interpreter finds pyvenv.cfg and site-packages relative to itself). The replaced venv stays
@@ -55,12 +81,10 @@ swap_in() {
 }
 
 LOG=$(mktemp)
-trap 'rm -f "$LOG"' EXIT
+trap 'rm -f "$LOG" "$LOG.json"' EXIT
 
 ensure_deps() {
-  local want
-  want=$(printf '%s\n' "${PACKAGES[@]}" | LC_ALL=C sort -f; echo "$PYTHON_LINE")
-  marker_ok "$DEPS" "$want" && return 0
+  marker_ok "$DEPS" "$DEPS_SET" && return 0
   echo "sglang.sh: installing the shared packages (versions.yaml sglang.venv_packages) into $DEPS"
   rm -rf "$DEPS.new"
   mkdir -p "$VENVS"
@@ -69,36 +93,76 @@ ensure_deps() {
   # --no-compile: byte-compiling all of torch, sympy and transformers is most of an install;
   # the modules SGLang imports are compiled by the warm-up import in install_one and by the
   # tests' first run (tests/contract/sglang_venv.py lets them write bytecode).
-  "$DEPS.new/bin/python" -m pip install -q --no-deps --no-compile --disable-pip-version-check \
-    "${PACKAGES[@]}" >"$LOG" 2>&1 || {
+  mkdir -p "$NO_LINKS"
+  PIP_FIND_LINKS=$NO_LINKS "$DEPS.new/bin/python" -m pip install -q --no-deps --no-compile \
+    --disable-pip-version-check "${PACKAGES[@]}" >"$LOG" 2>&1 || {
     tail -n 30 "$LOG" >&2
     fail "$1" "pip install --no-deps of versions.yaml sglang.venv_packages failed (see above); fix the pins or the package index"
   }
-  printf '%s\n' "$want" > "$DEPS.new/.specserve-packages"
+  printf '%s\n' "$DEPS_SET" > "$DEPS.new/.specserve-packages"
   swap_in "$DEPS"
 }
 
+# The venvs, and the deps directory each one's .pth names.
+deps_of() {  # VENV: the deps directory its .pth names (site-packages' third parent), or nothing
+  local pth
+  pth=$(compgen -G "$1/lib/python*/site-packages/specserve-sglang-deps.pth" | head -n 1 || true)
+  if [[ -n $pth ]]; then dirname "$(dirname "$(dirname "$(cat "$pth")")")"; fi
+}
+
+# A deps directory no venv (current or kept .old) names is left over from an older set.
+prune_deps() {
+  local kept=() dir
+  for dir in "$VENVS"/*; do
+    [[ -d $dir && $(basename "$dir") != _deps* ]] || continue
+    kept+=("$(deps_of "$dir")")
+  done
+  for dir in "$VENVS"/_deps "$VENVS"/_deps-*; do
+    [[ -d $dir && $dir != *.new && $dir != "$DEPS" ]] || continue
+    [[ " ${kept[*]} " == *" $dir "* ]] && continue
+    echo "sglang.sh: removing $dir (no venv uses it any more)"
+    rm -rf "$dir"
+  done
+}
+
+# What sglang_declared.py says of the venv at $1, for version $2 and its pins ($3..): nothing
+# when it holds what SGLang declares and exactly the pins, else one line per problem.
+declared_problems() {
+  local dir=$1 version=$2; shift 2
+  "$YAML_PY" -c 'import json, sys; print(json.dumps({"pins": sys.argv[1:]}))' "$@" \
+    | "$dir/bin/python" "$ROOT/scripts/setup/sglang_declared.py" >"$LOG.json" 2>"$LOG" || {
+    tail -n 30 "$LOG" >&2; fail "$version" "scripts/setup/sglang_declared.py failed in $dir (see above)"; }
+  "$YAML_PY" -c 'import json, sys; print("\n".join(json.load(open(sys.argv[1]))["problems"]))' "$LOG.json"
+}
+
 install_one() {
-  local version=$1 dir=$VENVS/$1 want site
-  want=$(printf '%s\n' "sglang==$version" "${PACKAGES[@]}" | LC_ALL=C sort -f; echo "$PYTHON_LINE")
-  # Up to date: a venv holding exactly this set (whole, or through the _deps .pth whose own
-  # marker must then match too).
-  if marker_ok "$dir" "$want" && { [[ ! -f $(purelib "$dir")/specserve-sglang-deps.pth ]] \
-    || marker_ok "$DEPS" "$(printf '%s\n' "${PACKAGES[@]}" | LC_ALL=C sort -f; echo "$PYTHON_LINE")"; }; then
+  local version=$1 dir=$VENVS/$1 want site problems
+  local -a own
+  mapfile -t own < <(read_versions version_packages "$version")
+  (( ${#own[@]} )) || fail "$version" "versions.yaml sglang.version_packages has no \"$version\" entry; list the pins this release declares (its wheel's METADATA Requires-Dist: torch, transformers, tokenizers, openai, and what torch declares)"
+  want=$(package_set "sglang==$version" "${own[@]}" "${PACKAGES[@]}")
+  # Up to date: a venv holding exactly this set, through the deps directory of this set.
+  if marker_ok "$dir" "$want" && [[ $(deps_of "$dir") == "$DEPS" ]] && marker_ok "$DEPS" "$DEPS_SET"; then
     echo "sglang.sh: SGLang $version: up to date in $dir"; return 0
   fi
   ensure_deps "$version"
   echo "sglang.sh: SGLang $version: installing into $dir"
   rm -rf "$dir.new"
-  "$PY" -m venv "$dir.new" >"$LOG" 2>&1 || {
+  "$PY" -m venv --without-pip "$dir.new" >"$LOG" 2>&1 || {
     cat "$LOG" >&2; fail "$version" "python -m venv $dir.new failed"; }
-  "$dir.new/bin/python" -m pip install -q --no-deps --no-compile --disable-pip-version-check \
-    "sglang==$version" >"$LOG" 2>&1 || {
+  pip_into "$dir.new/bin/python" "sglang==$version" "${own[@]}" >"$LOG" 2>&1 || {
     tail -n 30 "$LOG" >&2
-    fail "$version" "pip install --no-deps sglang==$version failed (see above); is $version on the package index?"
+    fail "$version" "pip install --no-deps sglang==$version ${own[*]} failed (see above); is $version on the package index, are versions.yaml sglang.version_packages[\"$version\"] releases?"
   }
   site=$(purelib "$dir.new")
   purelib "$DEPS" > "$site/specserve-sglang-deps.pth"
+  # Judged before the swap, so a venv that breaks SGLang's declared versions never replaces one.
+  problems=$(declared_problems "$dir.new" "$version" "sglang==$version" "${own[@]}" "${PACKAGES[@]}")
+  if [[ -n $problems ]]; then
+    echo "$problems" | sed 's/^/sglang.sh:   /' >&2
+    rm -rf "$dir.new"
+    fail "$version" "the venv does not hold what SGLang $version declares (above); take the versions from its wheel's METADATA into versions.yaml sglang.version_packages[\"$version\"] / venv_packages"
+  fi
   swap_in "$dir"
   # The suite needs the parser and SGLang's resolution (ServerArgs.resolve_once: model configs,
   # transformers, torch, torchvision) to run on this CPU; prove it here on a config-only fixture
@@ -117,3 +181,4 @@ prepare_server_args(["--model-path", sys.argv[1], "--device", "cpu"]).resolve_on
 }
 
 for version in "${WANTED[@]}"; do install_one "$version"; done
+prune_deps

@@ -225,7 +225,7 @@ def extract_models() -> dict[str, Any]:
             return False  # an own __init__ that does not set it
         return any(resolve(base, module, trait, seen | {name}) for base in traits["bases"])
 
-    eagle3, eagle, mtp = [], [], []
+    eagle3, eagle, mtp, dflash, dspark = [], [], [], [], []
     for name, module in sorted(set(served)):
         record = {"architecture": name, "module": module}
         if resolve(name, module, "captures_aux_in_init") and resolve(
@@ -238,7 +238,13 @@ def extract_models() -> dict[str, Any]:
             r"_(nextn|mtp)\.py$", module
         ):
             mtp.append(record)
+        elif re.search(r"(^|/|_)dflash(_[a-z0-9]+)?\.py$", module):
+            dflash.append(record)
+        elif re.search(r"(^|/|_)dspark(_[a-z0-9]+)?\.py$", module):
+            dspark.append(record)
     return {
+        "dflash_drafters": dflash,
+        "dspark_drafters": dspark,
         "eagle3_drafters": eagle3,
         "eagle_drafters": eagle,
         "mtp_drafters": mtp,
@@ -247,7 +253,9 @@ def extract_models() -> dict[str, Any]:
             "EAGLE-3: EntryClass class whose __init__ (own or inherited within srt/models) sets "
             "self.capture_aux_hidden_states = True and that defines get_hot_token_id; EAGLE: "
             "EntryClass name ending in 'Eagle', not EAGLE-3; MTP/NextN: name ending in "
-            "NextN/MTP or module *_nextn.py/*_mtp.py"
+            "NextN/MTP or module *_nextn.py/*_mtp.py; DFLASH / DSPARK (block drafters): the other "
+            "EntryClass classes of a module dflash.py / dspark.py, <model>_dflash.py / "
+            "<model>_dspark.py or dflash_<x>.py / dspark_<x>.py"
         ),
     }
 

@@ -209,8 +209,9 @@ def _accept_length_means(settings: Settings) -> list[Query]:
     users: dict[str, list[str]] = {}
     for alert in ("SpecDecodeDraftsRejected", "SpecDecodeAcceptLengthLow"):
         users.setdefault(_window(settings, alert), []).append(alert)
-    # Beside each log-derived mean, SGLang's own (generated tokens / verify calls): what the
-    # alerts read where it exists, and what SpecServeAcceptLengthMismatch compares.
+    # Beside each log-derived mean, SGLang's own (the verify passes' tokens, each request's
+    # prefill token left out, / verify calls): what the alerts read where it exists, and what
+    # SpecServeAcceptLengthMismatch compares.
     return [
         query
         for window, alerts in users.items()
@@ -218,7 +219,7 @@ def _accept_length_means(settings: Settings) -> list[Query]:
             Query(inline_rule(ACCEPT_LENGTH_MEAN, window),
                   f"{{{{instance}}}} {window} mean ({', '.join(alerts)})"),
             Query(inline_rule(NATIVE_ACCEPT_LENGTH, window),
-                  f"{{{{instance}}}} {window} sglang tokens / verify calls"),
+                  f"{{{{instance}}}} {window} sglang verify-pass tokens / verify calls"),
         )
     ]  # fmt: skip
 

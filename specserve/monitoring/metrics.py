@@ -22,12 +22,17 @@ SGLANG_TIME_TO_FIRST_TOKEN = "sglang:time_to_first_token_seconds"
 SGLANG_INTER_TOKEN_LATENCY = "sglang:inter_token_latency_seconds"
 SGLANG_E2E_REQUEST_LATENCY = "sglang:e2e_request_latency_seconds"
 # The counters native accept length and graph state are computed from (metrics_collector.py):
-# generated tokens (per finished request, label is_streaming), verify calls (per finished
-# request, only when it had any) and forward passes per `mode` (decode_cuda_graph,
-# decode_none, prefill_cuda_graph, prefill_none; one per pass on every TP rank).
+# generated tokens, finished requests (both per finished request, label is_streaming), verify
+# calls (per finished request, only when it had any), retracted requests (per retraction, on
+# every TP rank) and forward passes per `mode` (decode_cuda_graph, decode_none,
+# prefill_cuda_graph, prefill_none; one per pass on every TP rank).
 SGLANG_GENERATION_TOKENS = "sglang:generation_tokens_total"
+SGLANG_REQUESTS = "sglang:num_requests_total"
 SGLANG_SPEC_VERIFY_CALLS = "sglang:spec_verify_calls_total"
+SGLANG_RETRACTED_REQUESTS = "sglang:num_retracted_requests_total"
 SGLANG_CUDA_GRAPH_PASSES = "sglang:cuda_graph_passes_total"
+# The active draft-token count (a scheduler gauge set with each decode stats window).
+SGLANG_SPEC_DRAFT_TOKENS = "sglang:spec_num_draft_tokens"
 
 # dcgm-exporter's default counters.
 DCGM_GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"

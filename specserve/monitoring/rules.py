@@ -33,7 +33,10 @@ from specserve.monitoring.metrics import (
     SGLANG_CUDA_GRAPH_PASSES,
     SGLANG_GENERATION_TOKENS,
     SGLANG_INTER_TOKEN_LATENCY,
+    SGLANG_REQUESTS,
+    SGLANG_RETRACTED_REQUESTS,
     SGLANG_RUNNING_REQUESTS,
+    SGLANG_SPEC_DRAFT_TOKENS,
     SGLANG_SPEC_VERIFY_CALLS,
     SGLANG_TIME_TO_FIRST_TOKEN,
     UP,
@@ -154,6 +157,17 @@ REJECTED_RATIO = f"instance:{LOG_LINES_REJECTED.name}:ratio_rate"
 # model_name/engine_type, which are one value per server.
 _SGLANG_RANKS = "tp_rank, pp_rank, moe_ep_rank, dp_rank, priority"
 NATIVE_ACCEPT_LENGTH = "instance:sglang_spec_accept_length:ratio_rate"
+NATIVE_ACCEPT_LENGTH_MAX = "instance:sglang_spec_accept_length_max:ratio_rate"
+NATIVE_VERIFY_PER_REQUEST = "instance:sglang_spec_verify_calls_per_request:ratio_rate"
+# The accept-length floors read the native value only where the requests finished in the window
+# averaged at least this many verify passes. Below it the last pass of each request weighs too
+# much: its drafts past the reply's end are trimmed, so a reply that ends in its first pass
+# counts one token for that pass whatever the drafter accepted (two-token replies read 1.00 at
+# any acceptance). With at least 4 passes a request, a native value under 1.05 needs the
+# drafter to accept under 1.07 tokens a pass on the passes before each reply's last (every
+# pass adds at least one token to the reply). The decode lines, exact for every reply length,
+# are read otherwise.
+MIN_VERIFY_PER_REQUEST = 4
 NATIVE_GRAPH_RATIO = "instance:sglang_cuda_graph_passes_decode:ratio_rate"
 TTFT_P99 = "instance:sglang_time_to_first_token_seconds:p99_rate"
 ITL_P99 = "instance:sglang_inter_token_latency_seconds:p99_rate"
@@ -250,22 +264,83 @@ RECORDING_RULES: tuple[RecordingRule, ...] = (
     ),
 )
 
+
+def _per_server(counter: str, per_request: str = "is_streaming, priority") -> str:
+    return f"sum without ({per_request}) (rate({counter}[[[window]]]))"
+
+
+_REQUESTS = _per_server(SGLANG_REQUESTS)
+_VERIFY_CALLS = _per_server(SGLANG_SPEC_VERIFY_CALLS, "priority")
+# Every TP rank (and PP stage) of a DP group retracts the same requests and counts them under
+# its own tp_rank: one rank's count per DP group, the DP groups summed.
+_RETRACTIONS = (
+    "sum without (dp_rank) (\n"
+    "  max without (tp_rank, pp_rank, moe_ep_rank, priority) "
+    f"(rate({SGLANG_RETRACTED_REQUESTS}[[[window]]]))\n"
+    ")"
+)
+
 RECORDING_RULES += (
     RecordingRule(
         family=NATIVE_ACCEPT_LENGTH,
-        # Upstream's own per-request definition (tokenizer_manager: spec_accept_length =
-        # completion_tokens / spec_verify_ct) over the requests finished in the window. Both
-        # counters step when a request finishes; a request that never reached a verify pass
-        # (one generated token) adds its token and no verify call.
+        # The tokens the verify passes put into replies, per verify pass, of the requests
+        # finished in the window. Upstream's per-request spec_accept_length (tokenizer_manager:
+        # completion_tokens / spec_verify_ct) counts every completion token, and a request's
+        # first token comes from its prefill (batch_result_processor's prefill path appends it;
+        # req.spec_verify_ct counts decode verify passes only), as does one more token each
+        # time a retracted request is prefilled again: 8-token replies with every draft
+        # rejected read 8 / 7 = 1.14 there, above the 1.05 floor. Each finished request steps
+        # num_requests_total once (observe_one_finished_request, beside its tokens), each
+        # retraction num_retracted_requests_total once, so subtracting both leaves exactly the
+        # verify passes' tokens. The decode lines' accept len counts the same (accepted tokens
+        # / verify passes); only the drafts a request's last pass accepted past the reply's end
+        # (max_tokens or a stop), which SGLang trims from the reply, are in the log's count and
+        # not here: exact whenever drafts are rejected, at most draft tokens - 1 a request low
+        # otherwise (NATIVE_ACCEPT_LENGTH_MAX).
         expr=(
-            f"sum without (is_streaming, priority) (rate({SGLANG_GENERATION_TOKENS}[[[window]]]))\n"
+            "(\n"
+            f"  {_per_server(SGLANG_GENERATION_TOKENS)}\n"
+            f"  - {_REQUESTS}\n"
+            "  - (\n"
+            f"    {_RETRACTIONS.replace(chr(10), chr(10) + '    ')}\n"
+            "    or\n"
+            f"    {_REQUESTS} * 0\n"
+            "  )\n"
+            ")\n"
             "/\n"
-            f"(sum without (priority) (rate({SGLANG_SPEC_VERIFY_CALLS}[[[window]]])) > 0)"
+            f"({_VERIFY_CALLS} > 0)"
         ),
-        help="Accept length from SGLang's own counters: generated tokens over speculative "
-        "verify calls of the requests finished in the window (bonus token included, as the "
-        "log's `accept len`); absent without --enable-metrics, without speculation, or while "
-        "no request finished.",
+        help="Accept length from SGLang's own counters: the tokens the verify passes added to "
+        "the replies of the requests finished in the window (generated tokens less each "
+        "request's prefill token and each retraction's re-prefill token) over their verify "
+        "calls, bonus token included as in the log's `accept len`; exact whenever drafts are "
+        "rejected, otherwise short of the log by the drafts trimmed past each reply's end; "
+        "absent without --enable-metrics, without speculation, or while no request finished.",
+    ),
+    RecordingRule(
+        family=NATIVE_ACCEPT_LENGTH_MAX,
+        # `or` the lower bound, and clamp_min: no draft-token gauge yet, or its 0 before
+        # SGLang's first decode stats window, allows no trimmed drafts.
+        expr=(
+            "(\n"
+            f"  [[rule:{NATIVE_ACCEPT_LENGTH}]]\n"
+            f"  + {_REQUESTS}\n"
+            f"  * clamp_min(max without ({_SGLANG_RANKS}) "
+            f"(max_over_time({SGLANG_SPEC_DRAFT_TOKENS}[[[window]]])) - 1, 0)\n"
+            f"  / {_VERIFY_CALLS}\n"
+            ")\n"
+            f"or\n[[rule:{NATIVE_ACCEPT_LENGTH}]]"
+        ),
+        help="The most the decode lines' accept length can be given SGLang's counters: the "
+        "native accept length plus, for each finished request, the drafts its last verify "
+        "pass may have accepted past the reply's end (at most draft tokens - 1), per verify "
+        "call.",
+    ),
+    RecordingRule(
+        family=NATIVE_VERIFY_PER_REQUEST,
+        expr=f"{_VERIFY_CALLS}\n/\n({_REQUESTS} > 0)",
+        help="Verify calls per request finished in the window: how many passes the native "
+        "accept length averages over per reply; absent while no request finished.",
     ),
     RecordingRule(
         family=NATIVE_GRAPH_RATIO,
@@ -322,15 +397,24 @@ def _native_or_log(native: str, log: str) -> str:
         "(\n"
         f"  {log} * 0\n"
         "  + on ([[match_on]]) group_left ()\n"
-        f"  min by ([[match_on]]) ({native})\n"
+        f"  min by ([[match_on]]) ({native.replace(chr(10), chr(10) + '  ')})\n"
         ")\n"
         f"or\n{log.replace(chr(10) + '  ', chr(10))}\n"
         f"or on ([[match_on]])\n{native}"
     )
 
 
+# The native accept length where the window's replies took enough verify passes for it to
+# speak for the drafter (MIN_VERIFY_PER_REQUEST), the decode lines' otherwise.
+_NATIVE_ACCEPT_LENGTH_DECISIVE = (
+    "(\n"
+    f"  [[rule:{NATIVE_ACCEPT_LENGTH}]]\n"
+    "  and\n"
+    f"  ([[rule:{NATIVE_VERIFY_PER_REQUEST}]] >= {MIN_VERIFY_PER_REQUEST})\n"
+    ")"
+)
 _ACCEPT_LENGTH_EITHER = _native_or_log(
-    f"[[rule:{NATIVE_ACCEPT_LENGTH}]]", f"[[rule:{ACCEPT_LENGTH_MEAN}]]"
+    _NATIVE_ACCEPT_LENGTH_DECISIVE, f"[[rule:{ACCEPT_LENGTH_MEAN}]]"
 )
 # Adaptive speculation (--speculative-adaptive) may run 0 steps: one draft token per pass and an
 # accept length of 1.00 by SGLang's choice, not a broken drafter. A window in which the server's
@@ -608,54 +692,80 @@ ALERTS: tuple[Alert, ...] = (
 )
 
 # --- native speculative metrics and latency SLOs (issue 18 items 3 and 5) ---------------------
+# The log-derived mean per match_on group, or 0 where the exporter read no line at all in the
+# window while SGLang reports native data (the log is lost); absent where lines were read but
+# none was a decode line yet (a server just started, a few short requests: SGLang prints one
+# decode line per --decode-log-interval passes), which leaves nothing to compare.
+_LOG_OR_NOTHING_READ = (
+    "(\n"
+    f"  max by ([[match_on]]) ([[rule:{ACCEPT_LENGTH_MEAN}]])\n"
+    "  or on ([[match_on]])\n"
+    "  (\n"
+    f"    max by ([[match_on]]) ([[rule:{NATIVE_ACCEPT_LENGTH}]]) * 0\n"
+    "    unless on ([[match_on]])\n"
+    f"    (sum by ([[match_on]]) (rate({LOG_LINES_READ.total}[[[window]]])) > 0)\n"
+    "  )\n"
+    ")"
+).replace("\n", "\n    ")
+
+
+def _log_outside(native: str, clamp: str) -> str:
+    """`clamp(native - log, 0)` under the native series' labels."""
+    return (
+        f"  {clamp}(\n"
+        f"    [[rule:{native}]]\n"
+        "    - on ([[match_on]]) group_left ()\n"
+        f"    {_LOG_OR_NOTHING_READ},\n"
+        "    0\n"
+        "  )"
+    )
+
+
 ALERTS += (
     Alert(
         name="SpecServeAcceptLengthMismatch",
         severity="warning",
         for_="10m",
         window="5m",
-        # Relative difference |native - log| / native. A missing log-derived mean counts as 0
-        # (difference 100%) only when the exporter read no line at all in the window: losing the
-        # log is the main case this alert exists for, while a window with lines but no decode
-        # line yet (a server just started, a few short requests: SGLang prints one decode line
-        # per --decode-log-interval passes) has nothing to compare.
+        # How far the log-derived mean lies outside the range SGLang's counters allow, relative
+        # to the native value: below the native accept length, or above its most
+        # (NATIVE_ACCEPT_LENGTH_MAX: every draft trimmed past a reply's end accepted, which
+        # only the log counts). At most one of the two terms is nonzero. A band, not
+        # |native - log|: 8-token replies at 3.00 a pass read 2.33 natively (the last pass's 3
+        # tokens trimmed to 1), 22% from the log's exact 3.00. A lost log reads as 0: 100%.
         value_expr=(
-            "abs(\n"
-            f"  [[rule:{NATIVE_ACCEPT_LENGTH}]]\n"
-            "  - on ([[match_on]]) group_left ()\n"
-            "  (\n"
-            f"    max by ([[match_on]]) ([[rule:{ACCEPT_LENGTH_MEAN}]])\n"
-            "    or on ([[match_on]])\n"
-            "    (\n"
-            f"      max by ([[match_on]]) ([[rule:{NATIVE_ACCEPT_LENGTH}]]) * 0\n"
-            "      unless on ([[match_on]])\n"
-            f"      (sum by ([[match_on]]) (rate({LOG_LINES_READ.total}[[[window]]])) > 0)\n"
-            "    )\n"
-            "  )\n"
+            "(\n"
+            f"{_log_outside(NATIVE_ACCEPT_LENGTH, 'clamp_min')}\n"
+            f"  - {_log_outside(NATIVE_ACCEPT_LENGTH_MAX, 'clamp_max').lstrip()}\n"
             ")\n"
             f"/ [[rule:{NATIVE_ACCEPT_LENGTH}]]"
         ),
         comparison=">",
         compare_to=Threshold(
             "tolerance", 0.15, "number",
-            "Relative difference (0.15 = 15%) between SGLang's native accept length and the "
-            "exporter's log-derived one above which the alert fires.",
+            "How far (0.15 = 15% of SGLang's native accept length) the exporter's log-derived "
+            "accept length may lie outside the range SGLang's counters allow before the alert "
+            "fires.",
             minimum=0.0, maximum=1.0,
         ),
         summary="SGLang's native accept length and the log-derived one disagree",
         description=(
             "On {{ $labels.instance }} the accept length from SGLang's own counters "
-            "(generated tokens / verify calls, [[window]]) and the one the exporter reads from "
-            "the decode lines differ by {{ $value | humanizePercentage }} (alert above "
-            "[[tolerance]]; 100% means the exporter read no log line at all while SGLang served). "
+            "(verify-pass tokens / verify calls, [[window]]) and the one the exporter reads from "
+            "the decode lines differ by {{ $value | humanizePercentage }} beyond what the drafts "
+            "SGLang trims past a reply's end explain (alert above [[tolerance]]; 100% means "
+            "the exporter read no log line at all while SGLang served). "
             "The exporter lost the log, or the log format changed: the log-derived alerts are "
             "blind or wrong."
         ),
-        meaning="Native accept length (SGLang's `generation_tokens_total` / "
-        "`spec_verify_calls_total`) and the log-derived mean differ by more than the "
-        "tolerance while requests finish: the exporter lost the log (no line read at all: "
-        "100%) or misreads a changed format. A window with lines but no decode line is not "
-        "compared. Needs --enable-metrics; silent without it.",
+        meaning="The log-derived mean lies outside the range SGLang's counters allow by more "
+        "than the tolerance while requests finish: at least the native accept length "
+        "(`generation_tokens_total` less one prefill token per `num_requests_total` and per "
+        "`num_retracted_requests_total`, over `spec_verify_calls_total`), at most that plus "
+        "`spec_num_draft_tokens` - 1 per request (the drafts trimmed past a reply's end). The "
+        "exporter lost the log (no line read at all: 100%) or misreads a changed format. A "
+        "window with lines but no decode line is not compared. Needs --enable-metrics; silent "
+        "without it.",
         query_thresholds=(_MATCH_ON,),
     ),
     Alert(

@@ -6,6 +6,10 @@ Why each limit exists (all measured on `specserve check` before this module):
   keeps parsing under a second. A FIFO, a directory or /dev/zero never reaches the parser.
 - nodes after alias expansion: a 1.7 KiB "billion laughs" document in `name` took 69 s and
   10.7 GB; aliases are counted as the nodes they stand for, so it stops after 20,000.
+- bytes after alias expansion: one 900 KB scalar aliased 1,000 times in `extra_args` is 1,001
+  nodes, under the node limit, yet 900 MB of argv (`render` ran for minutes); aliases are
+  counted as the text they stand for too, and the expanded document may hold no more scalar
+  text than the file limit lets a document without aliases hold.
 - depth: 100k nested brackets ended in RecursionError; no profile nests deeper than 5.
 - items per list or mapping: 5M `extra_args` took 110 s and 3.6 GB; SGLang has about 400 flags.
 Each refusal is an InputError naming the problem and the fix, in one line.
@@ -24,6 +28,7 @@ import yaml
 
 MAX_PROFILE_BYTES = 1024 * 1024
 MAX_NODES = 20_000
+MAX_EXPANDED_BYTES = MAX_PROFILE_BYTES
 MAX_DEPTH = 32
 MAX_ITEMS = 1024
 # config.json and model.safetensors.index.json: Kimi-K2.5's index is about 9 MB.
@@ -134,6 +139,7 @@ class _Open:
     anchor: str | None
     mapping: bool
     size: int = 1  # nodes, aliases expanded, itself included
+    text: int = 0  # bytes of scalar text, aliases expanded
     events: int = 0  # children seen (a mapping's keys and values both)
     key: str = field(default="")
 
@@ -148,20 +154,47 @@ def _label(parent: _Open | None) -> str:
     return f"{parent.where}[{parent.events}]"
 
 
+def _text_bytes(value: str) -> int:
+    return len(value) if value.isascii() else len(value.encode("utf-8"))
+
+
+@dataclass
+class _Walk:
+    """What the walk has counted, aliases expanded."""
+
+    nodes: int = 0
+    text: int = 0
+    over_at: str | None = None  # where the text first passed MAX_EXPANDED_BYTES
+
+
+def _too_much_text(walk: _Walk, *, finished: bool) -> InputError:
+    size = f"{walk.text:,}" if finished else f"at least {walk.text:,}"
+    return InputError(
+        f"{walk.over_at}: the document expands to {size} bytes of text (aliases counted as "
+        f"the text they stand for), over the {MAX_EXPANDED_BYTES:,}-byte limit",
+        "write the value once instead of repeating it by alias; a profile holds settings, "
+        "bulk content belongs in a file the server reads",
+    )
+
+
 def check_structure(text: str) -> None:
     """Walk the YAML's parse events (cheap, in libyaml) and stop at the first limit passed,
-    before any node or object is built. Aliases count as the nodes they stand for."""
+    before any node or object is built. Aliases count as the nodes and text they stand for.
+
+    Past the text limit the walk goes on counting text only (events, no objects: linear in the
+    file), so the refusal says how large the document really expands."""
     stack: list[_Open] = []
-    anchors: dict[str, int] = {}
-    total = 0
+    anchors: dict[str, tuple[int, int]] = {}  # anchor -> (nodes, text bytes) it stands for
+    walk = _Walk()
     try:
         for event in yaml.parse(text, Loader=Loader):
             if isinstance(event, yaml.CollectionEndEvent):
                 done = stack.pop()
                 if done.anchor is not None:
-                    anchors[done.anchor] = done.size
+                    anchors[done.anchor] = (done.size, done.text)
                 if stack:
                     stack[-1].size += done.size
+                    stack[-1].text += done.text
                 continue
             if not isinstance(event, yaml.NodeEvent):
                 continue
@@ -174,45 +207,66 @@ def check_structure(text: str) -> None:
                         "(a recursive structure)",
                         "replace the alias with the value it should have",
                     )
-                size = anchors.get(event.anchor or "", 1)
+                size, chars = anchors.get(event.anchor or "", (1, 0))
+            elif isinstance(event, yaml.ScalarEvent):
+                size, chars = 1, _text_bytes(event.value)
             else:
-                size = 1
-            total += size
-            if total > MAX_NODES:
-                raise InputError(
-                    f"{where}: the document expands to over {MAX_NODES:,} values (aliases "
-                    "counted as what they stand for; a profile has a few hundred)",
-                    "remove the repeated aliases or the bulk data; a profile holds settings",
-                )
+                size, chars = 1, 0
+            walk.nodes += size
+            walk.text += chars
+            if walk.over_at is None and walk.text > MAX_EXPANDED_BYTES:
+                walk.over_at = where
+            if walk.over_at is None:
+                _check_counts(walk, parent, where, event, len(stack))
             if parent is not None:
                 parent.events += 1
-                items = (parent.events + 1) // 2 if parent.mapping else parent.events
-                if items > MAX_ITEMS:
-                    noun = "keys" if parent.mapping else "items"
-                    raise InputError(
-                        f"{parent.where}: has over {MAX_ITEMS:,} {noun}, the limit",
-                        "keep it to what SGLang needs (it has about 400 flags)",
-                    )
                 if parent.mapping and parent.events % 2 == 1:
                     value = getattr(event, "value", None)
                     parent.key = value[:60] if isinstance(value, str) else "?"
             if isinstance(event, yaml.CollectionStartEvent):
-                if len(stack) >= MAX_DEPTH:
-                    raise InputError(
-                        f"{where}: nested deeper than {MAX_DEPTH} levels (a profile has 4)",
-                        "flatten the structure; see docs/profile.md for the fields",
-                    )
-                stack.append(_Open(where, event.anchor, isinstance(event, yaml.MappingStartEvent)))
+                mapping = isinstance(event, yaml.MappingStartEvent)
+                stack.append(_Open(where, event.anchor, mapping))
             else:
                 if event.anchor is not None and isinstance(event, yaml.ScalarEvent):
-                    anchors[event.anchor] = 1
+                    anchors[event.anchor] = (1, chars)
                 if stack:
                     stack[-1].size += size
+                    stack[-1].text += chars
     except yaml.YAMLError as exc:
+        if walk.over_at is not None:
+            raise _too_much_text(walk, finished=False) from None
         problem = _yaml_problem(exc)
         if "nesting depth" in problem:  # libyaml's own cap (1000) on flow collections
             raise InputError(problem, "flatten the structure (a profile nests 4 levels)") from None
         raise InputError(problem, "fix the YAML syntax") from None
+    if walk.over_at is not None:
+        raise _too_much_text(walk, finished=True)
+
+
+def _check_counts(
+    walk: _Walk, parent: _Open | None, where: str, event: yaml.NodeEvent, depth: int
+) -> None:
+    """The node, item and depth limits, checked as `event` (at `where`) arrives."""
+    if walk.nodes > MAX_NODES:
+        raise InputError(
+            f"{where}: the document expands to over {MAX_NODES:,} values (aliases "
+            "counted as what they stand for; a profile has a few hundred)",
+            "remove the repeated aliases or the bulk data; a profile holds settings",
+        )
+    if parent is not None:
+        events = parent.events + 1
+        items = (events + 1) // 2 if parent.mapping else events
+        if items > MAX_ITEMS:
+            noun = "keys" if parent.mapping else "items"
+            raise InputError(
+                f"{parent.where}: has over {MAX_ITEMS:,} {noun}, the limit",
+                "keep it to what SGLang needs (it has about 400 flags)",
+            )
+    if isinstance(event, yaml.CollectionStartEvent) and depth >= MAX_DEPTH:
+        raise InputError(
+            f"{where}: nested deeper than {MAX_DEPTH} levels (a profile has 4)",
+            "flatten the structure; see docs/profile.md for the fields",
+        )
 
 
 def _yaml_problem(exc: yaml.YAMLError) -> str:

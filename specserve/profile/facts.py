@@ -21,9 +21,29 @@ if TYPE_CHECKING:
 
 # The algorithms the product supports (its checks, tuning and gate are written for them); SGLang
 # upper-cases the name (speculative_hook.handle_speculative_decoding), so the schema also takes
-# the lower-case spelling and the model keeps the canonical upper-case one. SGLang's newer
-# built-ins (DFLASH, DSPARK, UNO) are refused by the schema: nothing here checks their drafters.
-SPECULATIVE_ALGORITHMS: tuple[str, ...] = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM")
+# the lower-case spelling and the model keeps the canonical upper-case one. The block drafters
+# DFLASH and DSPARK (speculative_hook.py `_handle_dflash` / `_handle_dspark`, both verified
+# versions) are checked like the others (checks/speculative.py). SGLang's other built-ins are
+# refused by the schema: UNO (a LoRA on the target itself, `--uno-lora-path`, FA3 only, TP 1) and
+# FROZEN_KV_MTP (what SGLang promotes EAGLE / NEXTN to for a Gemma-4 assistant drafter).
+SPECULATIVE_ALGORITHMS: tuple[str, ...] = (
+    "EAGLE",
+    "EAGLE3",
+    "NEXTN",
+    "STANDALONE",
+    "NGRAM",
+    "DFLASH",
+    "DSPARK",
+)
+# The block drafters: one draft step of a whole block, top-k 1; the block size is the count.
+BLOCK_ALGORITHMS: tuple[str, ...] = ("DFLASH", "DSPARK")
+# SGLang built-ins the profile refuses, with why (schema.py's message).
+REFUSED_ALGORITHMS: dict[str, str] = {
+    "UNO": "UNO drafts with a LoRA on the target itself (--uno-lora-path, TP 1, FA3 attention "
+    "only), which no profile field or check covers yet",
+    "FROZEN_KV_MTP": "SGLang selects FROZEN_KV_MTP itself for a Gemma-4 assistant drafter given "
+    "EAGLE or NEXTN; no profile check covers its drafters yet",
+}
 NO_SPECULATION = "none"
 
 # A server bound to every address is probed on loopback from its own host.
@@ -73,7 +93,10 @@ class ProfileFacts:
     name: str
     speculating: bool
     algorithm: str | None  # canonical (upper case); None when not speculating
-    draft_tokens: int | None  # --speculative-num-draft-tokens; None when not speculating
+    # Draft tokens per verify pass the server starts with: the profile's tree, else SGLang's
+    # choice (specserve/profile/tree.py); None when not speculating, or for a tree `check`
+    # refuses as unknowable (left to SGLang without target.architecture).
+    draft_tokens: int | None
     gpu_count: int  # GPUs the deployment takes (gpu.count; 0: the CPU stand-in)
     gpus_needed: int  # what tp/dp occupy (the `gpus_needed` rule); the checks compare the two
     # (over several nodes with nodes_count x gpu_count)
@@ -93,7 +116,8 @@ class ProfileFacts:
     target_path: str = ""
     drafter_path: str | None = None
     served_model_name: str | None = None
-    # drafter.adaptive: the server changes steps and draft tokens at run time, so the exporter
+    # drafter.adaptive as SGLang resolves it (off for NGRAM, top-k > 1, DP attention...: `check`
+    # refuses those): the server changes steps and draft tokens at run time, so the exporter
     # reads the current draft-token count from its log instead of trusting draft_tokens.
     adaptive: bool = False
     # nodes.count: ranks of one server, one per node (>1: a multi-node group).
@@ -166,7 +190,14 @@ class ProfileFacts:
 def facts(profile: Profile, document: Mapping[str, Any] | None = None) -> ProfileFacts:
     """The facts of `profile`. `document` (the profile as written) supplies the model paths as
     written; without it they are the profile's own (relative paths resolved against its file)."""
+    from specserve.profile.checks.adaptive import adaptive_kept
+    from specserve.profile.tree import effective_tree
+    from specserve.upstream import sglang_contract
+
     spec = profile.speculative
+    # The pinned version's choice: every verified version picks the same trees
+    # (tests/contract/test_effective_tree.py resolves each with SGLang's code).
+    tree = effective_tree(profile, sglang_contract()) if spec is not None else None
     server, log, secret = profile.server, profile.logging, profile.server.api_key
     drafter_path = profile.drafter.path if profile.drafter else None
     target_path = profile.target.path
@@ -178,8 +209,8 @@ def facts(profile: Profile, document: Mapping[str, Any] | None = None) -> Profil
         name=profile.name,
         speculating=spec is not None,
         algorithm=None if spec is None else spec.algorithm,
-        draft_tokens=None if spec is None else spec.num_draft_tokens,
-        adaptive=spec is not None and spec.adaptive,
+        draft_tokens=None if tree is None else tree.draft_tokens,
+        adaptive=adaptive_kept(profile),
         gpu_count=profile.gpu.count,
         gpus_needed=gpus_needed(par.tp, par.dp, par.enable_dp_attention),
         nodes_count=profile.nodes.count,

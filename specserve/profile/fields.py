@@ -216,6 +216,16 @@ FIELDS: tuple[Field, ...] = (
         emit=Emit.VALUE,
     ),
     Field(
+        "target.architecture",
+        _t("string", null=True, minLength=1),
+        "The target's `architectures[0]` from its config.json (e.g. "
+        "`KimiK25ForConditionalGeneration`). Needed only when the drafter's tree is left unset: "
+        "SGLang then picks it per architecture, and the exporter, the alerts and the gate need "
+        "the draft-token count where the model's files are not; `check` compares it with "
+        "config.json where that is readable.",
+        None,
+    ),
+    Field(
         "target.tool_call_parser",
         _t("string", null=True, minLength=1),
         "Tool-call parser (Kimi: `kimi_k2`).",
@@ -453,8 +463,10 @@ FIELDS: tuple[Field, ...] = (
         {"enum": [*_ALGORITHMS, NO_SPECULATION]},
         "Upper or lower case (SGLang upper-cases it; so does the model); `none` turns "
         "speculation off. `EAGLE3` is the only value that makes SGLang capture the target's aux "
-        "hidden states for an EAGLE-3 drafter. SGLang's newer built-ins (`DFLASH`, `DSPARK`, "
-        "`UNO`) are refused: no check here knows their drafters.",
+        "hidden states for an EAGLE-3 drafter. `DFLASH` / `DSPARK` are SGLang's block drafters "
+        "(one step, top-k 1, a block of draft tokens: `dflash_block_size` / "
+        "`dspark_block_size`); `NGRAM` takes no `path`. SGLang's `UNO` and `FROZEN_KV_MTP` are "
+        "refused: no check here covers them yet.",
         REQUIRED,
         owns=(Option("--speculative-algorithm"),),
         emit=Emit.VALUE,
@@ -491,6 +503,76 @@ FIELDS: tuple[Field, ...] = (
         "Draft tokens verified per pass (with top-k 1: steps + 1).",
         None,
         owns=(Option("--speculative-num-draft-tokens"),),
+        emit=Emit.VALUE,
+    ),
+    # The block drafters' sizes (arg_groups/fields/spec.py "DFLASH only." / "DSPARK only."; no
+    # other algorithm reads them). Both verified versions have both flags.
+    Field(
+        "drafter.dflash_block_size",
+        _t("integer", null=True, minimum=1),
+        "`DFLASH` only: the verify window, the draft tokens per pass (SGLang's alias of "
+        "`--speculative-num-draft-tokens` for DFLASH; both set must match). Unset, SGLang reads "
+        "`block_size` from the drafter's config.json (16 where it has none): `check` then asks "
+        "for it, so the draft-token count is known where the drafter's files are not.",
+        None,
+        owns=(Option("--speculative-dflash-block-size"),),
+        emit=Emit.VALUE,
+    ),
+    Field(
+        "drafter.dspark_block_size",
+        _t("integer", null=True, minimum=1),
+        "`DSPARK` only: gamma, the tokens the drafter proposes; SGLang verifies gamma + 1 "
+        "(`num_draft_tokens`, if set, must equal it). Unset, SGLang reads it from the "
+        "drafter's config.json (`dspark_block_size`, else `block_size`; 7 where it has none): "
+        "`check` then asks for it.",
+        None,
+        owns=(Option("--speculative-dspark-block-size"),),
+        emit=Emit.VALUE,
+    ),
+    # NGRAM's cache knobs (arg_groups/fields/spec.py, the same in 0.5.21 and 0.5.23); only
+    # `_handle_ngram` and speculative/ngram_worker.py read them. Null: SGLang's default.
+    Field(
+        "drafter.ngram_min_bfs_breadth",
+        _t("integer", null=True, minimum=1),
+        "`NGRAM` only: the least branches per level of the draft tree taken from the n-gram "
+        "cache (SGLang's default 1).",
+        None,
+        owns=(Option("--speculative-ngram-min-bfs-breadth"),),
+        emit=Emit.VALUE,
+    ),
+    Field(
+        "drafter.ngram_max_bfs_breadth",
+        _t("integer", null=True, minimum=1),
+        "`NGRAM` only: the most branches per level (SGLang's default 10). SGLang runs it as "
+        "the top-k (`eagle_topk` is replaced by it) and, unless `num_steps` is set, steps = "
+        "draft tokens // it.",
+        None,
+        owns=(Option("--speculative-ngram-max-bfs-breadth"),),
+        emit=Emit.VALUE,
+    ),
+    Field(
+        "drafter.ngram_match_type",
+        {"enum": ["BFS", "PROB", None]},
+        "`NGRAM` only: how the cache tree is matched (SGLang's default `BFS`).",
+        None,
+        owns=(Option("--speculative-ngram-match-type"),),
+        emit=Emit.VALUE,
+        type_doc="`BFS` `PROB` or null",
+    ),
+    Field(
+        "drafter.ngram_max_trie_depth",
+        _t("integer", null=True, minimum=1),
+        "`NGRAM` only: the n-gram cache trie's depth (SGLang's default 18).",
+        None,
+        owns=(Option("--speculative-ngram-max-trie-depth"),),
+        emit=Emit.VALUE,
+    ),
+    Field(
+        "drafter.ngram_capacity",
+        _t("integer", null=True, minimum=1),
+        "`NGRAM` only: the n-gram cache's capacity (SGLang's default 10,000,000).",
+        None,
+        owns=(Option("--speculative-ngram-capacity"),),
         emit=Emit.VALUE,
     ),
     Field(

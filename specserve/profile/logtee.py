@@ -103,6 +103,8 @@ class LogFile:
         self._rotates = False
         self._checked = 0.0
         self._unwritten = 0
+        # The file (identity) a write of ours failed on, perhaps mid-line: see _ends_mid_line.
+        self._partial_in: tuple[int, int] | None = None
         self.outage: Outage | None = None
         self.gaps = 0
 
@@ -119,7 +121,37 @@ class LogFile:
         self._identity = (st.st_dev, st.st_ino)
         self._rotates = self.max_bytes > 0 and self.backup_count > 0 and stat.S_ISREG(st.st_mode)
         self._checked = self._clock()
+        if stat.S_ISREG(st.st_mode) and st.st_size and self._ends_mid_line(st):
+            # A write cut short (the disk filled mid-line), or a file someone else left without
+            # its last newline: what comes next, the gap marker first of all, must start a line
+            # of its own, or the exporter (which counts only a marker at a line's start) and
+            # the server's next line are both lost in the fragment.
+            try:
+                _write_all(fd, b"\n")
+            except OSError:
+                os.close(fd)
+                raise
+        self._partial_in = None
         return fd
+
+    def _ends_mid_line(self, st: os.stat_result) -> bool:
+        """Whether the file just opened (`st`) ends without a newline. Read through a read-only
+        descriptor of the same file; where the tee may not read it, a file one of its own
+        writes failed on is taken to end mid-line (an empty line costs nothing, a marker glued
+        to a fragment costs the count)."""
+        try:
+            fd = os.open(self.baseFilename, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            return self._partial_in == (st.st_dev, st.st_ino)
+        try:
+            now = os.fstat(fd)
+            if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino) or not now.st_size:
+                return self._partial_in == (st.st_dev, st.st_ino)
+            return os.pread(fd, 1, now.st_size - 1) != b"\n"
+        except OSError:
+            return self._partial_in == (st.st_dev, st.st_ino)
+        finally:
+            os.close(fd)
 
     def open_now(self) -> None:
         """Open at start, so an unwritable log directory is reported before the first line."""
@@ -253,6 +285,8 @@ class LogFile:
         self._write_marker(f"{REOPEN_MARKER}{when}: the previous file was deleted or replaced")
 
     def _fail(self, exc: BaseException, lost: int) -> None:
+        if self._fd is not None:
+            self._partial_in = self._identity
         self._close_quietly()
         now = self._clock()
         if self.outage is not None:  # still off (the marker write failed): back off further
@@ -298,13 +332,18 @@ class LogFile:
 
     def _write_marker(self, text: str) -> bool:
         assert self._fd is not None
-        view = memoryview((self.redact(text) + "\n").encode("utf-8", "backslashreplace"))
         try:
-            while view:
-                view = view[os.write(self._fd, view) :]
+            _write_all(self._fd, (self.redact(text) + "\n").encode("utf-8", "backslashreplace"))
         except OSError:
+            self._partial_in = self._identity
             return False
         return True
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def _clean(lines: bytes) -> bytes:

@@ -31,6 +31,7 @@ class Target:
     reasoning_parser: str | None = default_of("target.reasoning_parser")
     context_length: int | None = default_of("target.context_length")
     served_model_name: str | None = default_of("target.served_model_name")
+    architecture: str | None = default_of("target.architecture")
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,13 @@ class Drafter:
     num_steps: int | None = default_of("drafter.num_steps")
     eagle_topk: int | None = default_of("drafter.eagle_topk")
     num_draft_tokens: int | None = default_of("drafter.num_draft_tokens")
+    dflash_block_size: int | None = default_of("drafter.dflash_block_size")
+    dspark_block_size: int | None = default_of("drafter.dspark_block_size")
+    ngram_min_bfs_breadth: int | None = default_of("drafter.ngram_min_bfs_breadth")
+    ngram_max_bfs_breadth: int | None = default_of("drafter.ngram_max_bfs_breadth")
+    ngram_match_type: str | None = default_of("drafter.ngram_match_type")
+    ngram_max_trie_depth: int | None = default_of("drafter.ngram_max_trie_depth")
+    ngram_capacity: int | None = default_of("drafter.ngram_capacity")
     adaptive: bool = default_of("drafter.adaptive")
     adaptive_config: str | None = default_of("drafter.adaptive_config")
 
@@ -150,12 +158,6 @@ class Profile:
         if self.drafter is None or not self.drafter.enabled:
             return None
         return self.drafter
-
-    @property
-    def speculative_draft_tokens(self) -> int | None:
-        """Draft tokens per verify step (None when speculation is off); the exporter uses it."""
-        spec = self.speculative
-        return None if spec is None else spec.num_draft_tokens
 
     @property
     def baseline(self) -> dict[str, float]:

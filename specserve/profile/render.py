@@ -4,7 +4,8 @@ The argv is the field table's (specserve/profile/fields.py) rows in order, each 
 emitter its `Emit` names.
 
 The API key never appears in a rendering: argv carries a placeholder, and `resolve_secret` reads
-the file or variable only in the launcher, at exec time.
+the file or variable only in the launcher, at exec time. Secrets that extra_args carry (an admin
+key, the watermark keys) are printed as the marker (`shown_argv`); only the launcher execs them.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import json
 import shlex
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -29,7 +30,7 @@ from specserve.profile.model import ApiKeySecret, Parallelism, Profile
 from specserve.profile.nccl import preset_env
 from specserve.profile.nodes import SINGLE, Placement, node_words
 from specserve.profile.sglang import Contract, resolve_version, sglang_contract
-from specserve.secrets import MIN_LENGTH, secret_problem
+from specserve.secrets import MIN_LENGTH, redact_argv, secret_problem
 
 API_KEY_FLAG = BY_PATH["server.api_key"].flag
 API_KEY_PLACEHOLDER = "<from secret>"
@@ -40,6 +41,10 @@ class Rendered:
     argv: tuple[str, ...]
     env: dict[str, str]
     api_key: ApiKeySecret | None
+    # The profile field of each argv word (server.extra_args[3], target.path) and of each
+    # variable (env.NAME, nccl.overrides.NAME): refusals name where to fix a word.
+    sources: tuple[str, ...] = ()
+    env_sources: dict[str, str] = field(default_factory=dict)
 
     @property
     def api_key_index(self) -> int | None:
@@ -132,15 +137,13 @@ def _holder(profile: Profile, section: str) -> Any:
     return getattr(profile, section) if section else profile
 
 
-def render_argv(
-    profile: Profile, sglang_version: str | None = None, placement: Placement = SINGLE
-) -> list[str]:
-    """The argv for `sglang_version` (default: resolve_version(): env, else the pinned one) and
-    the rank `placement` names (the deploy's; PlacementError when it does not fit): every row
-    of the field table that renders, in the table's order."""
+def _rendered_rows(
+    profile: Profile, sglang_version: str | None, placement: Placement
+) -> list[tuple[Field, list[str]]]:
+    """Every row of the field table that renders, in the table's order, with its words."""
     contract = sglang_contract(resolve_version(sglang_version))
     emitters = {**EMITTERS, Emit.NODES: partial(_nodes, placement=placement)}
-    argv: list[str] = []
+    rows: list[tuple[Field, list[str]]] = []
     for row in FIELDS:
         holder = None if row.emit is None else _holder(profile, row.section)
         if row.emit is not None and holder is not None:
@@ -149,8 +152,31 @@ def render_argv(
                 if hasattr(holder, row.name)
                 else profile.document_value(row.path)  # a row only render reads
             )
-            argv += emitters[row.emit](row, value, profile, contract)
-    return argv
+            rows.append((row, emitters[row.emit](row, value, profile, contract)))
+    return rows
+
+
+def _argv_and_sources(
+    profile: Profile, sglang_version: str | None, placement: Placement
+) -> tuple[list[str], list[str]]:
+    argv: list[str] = []
+    sources: list[str] = []
+    for row, words in _rendered_rows(profile, sglang_version, placement):
+        argv += words
+        if row.emit is Emit.WORDS:  # a list written in the profile: name the item
+            sources += [f"{row.path}[{i}]" for i in range(len(words))]
+        else:
+            sources += [row.path] * len(words)
+    return argv, sources
+
+
+def render_argv(
+    profile: Profile, sglang_version: str | None = None, placement: Placement = SINGLE
+) -> list[str]:
+    """The argv for `sglang_version` (default: resolve_version(): env, else the pinned one) and
+    the rank `placement` names (the deploy's; PlacementError when it does not fit): every row
+    of the field table that renders, in the table's order."""
+    return _argv_and_sources(profile, sglang_version, placement)[0]
 
 
 def render_env(profile: Profile) -> dict[str, str]:
@@ -160,13 +186,25 @@ def render_env(profile: Profile) -> dict[str, str]:
     return dict(sorted(env.items()))
 
 
+def env_sources(profile: Profile) -> dict[str, str]:
+    """The profile field each variable of render_env comes from (the last one that sets it)."""
+    preset = profile.nccl.preset
+    sources = {name: f"nccl.preset({preset}).{name}" for name in preset_env(preset)}
+    sources.update({name: f"nccl.overrides.{name}" for name in profile.nccl.overrides})
+    sources.update({name: f"env.{name}" for name in profile.env})
+    return sources
+
+
 def render(
     profile: Profile, sglang_version: str | None = None, placement: Placement = SINGLE
 ) -> Rendered:
+    argv, sources = _argv_and_sources(profile, sglang_version, placement)
     return Rendered(
-        argv=tuple(render_argv(profile, sglang_version, placement)),
+        argv=tuple(argv),
         env=render_env(profile),
         api_key=profile.server.api_key,
+        sources=tuple(sources),
+        env_sources=env_sources(profile),
     )
 
 
@@ -177,6 +215,12 @@ def _shell_secret(secret: ApiKeySecret) -> str:
     return f'"$(cat {shlex.quote(secret.file or "")})"'
 
 
+def shown_argv(rendered: Rendered) -> list[str]:
+    """The argv as every format prints it: secrets that extra_args carry (an admin key, an SSL
+    key password, the watermark keys) replaced by the marker, as the API key never appears."""
+    return redact_argv(rendered.argv, keep=rendered.api_key_index)
+
+
 def format_shell(rendered: Rendered) -> str:
     """`env K=V ... cmd --flag value ...`, one env var or flag per line, quoted with shlex."""
     lines = [f"{k}={shlex.quote(v)}" for k, v in rendered.env.items()]
@@ -184,31 +228,33 @@ def format_shell(rendered: Rendered) -> str:
         lines.insert(0, "env")
     secret_at = rendered.api_key_index
     words: list[str] = []
-    for i, arg in enumerate(rendered.argv):
+    for i, arg in enumerate(shown_argv(rendered)):
         if i == secret_at and rendered.api_key is not None:
             words.append(_shell_secret(rendered.api_key))
         else:
             words.append(shlex.quote(arg))
     # The launch command shares the first line; each flag starts a line and keeps its value.
-    command: list[str] = []
+    # Words are joined once per line: appending to the line's string copied it for every
+    # value (quadratic; a flag with 1,000 long values took minutes).
+    command: list[list[str]] = []
     for word, arg in zip(words, rendered.argv, strict=True):
         if arg.startswith("--") or not command:
-            command.append(word)
+            command.append([word])
         else:
-            command[-1] += " " + word
-    return " \\\n  ".join(lines + command) + "\n"
+            command[-1].append(word)
+    return " \\\n  ".join(lines + [" ".join(line) for line in command]) + "\n"
 
 
 def format_json(rendered: Rendered) -> str:
     secret = None
     if rendered.api_key is not None:
         secret = {"flag": API_KEY_FLAG, "file": rendered.api_key.file, "env": rendered.api_key.env}
-    doc = {"argv": list(rendered.argv), "env": rendered.env, "api_key_secret": secret}
+    doc = {"argv": shown_argv(rendered), "env": rendered.env, "api_key_secret": secret}
     return json.dumps(doc, indent=2) + "\n"
 
 
 def format_argv(rendered: Rendered) -> str:
-    return "".join(arg + "\n" for arg in rendered.argv)
+    return "".join(arg + "\n" for arg in shown_argv(rendered))
 
 
 FORMATS = {"shell": format_shell, "json": format_json, "argv": format_argv}

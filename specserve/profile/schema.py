@@ -9,7 +9,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
-from specserve.profile.facts import NO_SPECULATION, SPECULATIVE_ALGORITHMS
+from specserve.profile.facts import NO_SPECULATION, REFUSED_ALGORITHMS, SPECULATIVE_ALGORITHMS
 from specserve.profile.fields import build_schema
 from specserve.profile.issues import Issue, error
 
@@ -71,6 +71,16 @@ def _problem_for(err: ValidationError) -> str:
         and err.instance.upper() in SPECULATIVE_ALGORITHMS
     ):
         return f"{err.instance!r} mixes cases; write it {err.instance.upper()}"
+    if (
+        err.validator == "enum"
+        and _field_path(err) == "drafter.algorithm"
+        and isinstance(err.instance, str)
+        and err.instance.upper() in REFUSED_ALGORITHMS
+    ):
+        return (
+            f"{err.instance!r} is an SGLang algorithm this profile does not take: "
+            f"{REFUSED_ALGORITHMS[err.instance.upper()]}"
+        )
     if err.validator == "additionalProperties":
         return err.message.replace("Additional properties are not allowed ", "unknown key ")
     if err.validator == "oneOf":

@@ -71,6 +71,8 @@ def run_parser(command: Sequence[str], env: Mapping[str, str]) -> ParseResult:
         )  # fmt: skip
     except FileNotFoundError:
         return ParseResult(127, f"{command[0]}: not found")
+    except OSError as exc:  # E2BIG and the like: the launcher checks sizes first; no traceback
+        return ParseResult(126, f"cannot run {command[0]}: {exc.strerror}")
     except subprocess.TimeoutExpired:
         return ParseResult(124, f"the parser did not answer in {TIMEOUT_S} s")
     if proc.returncode == 0:

@@ -38,6 +38,8 @@ _CAP_HANDLER: dict[str, str] = {
     "NEXTN": "_handle_eagle_family",
     "STANDALONE": "_handle_eagle_family",
     "NGRAM": "_handle_ngram",
+    "DFLASH": "_handle_dflash",
+    "DSPARK": "_handle_dspark",
 }
 
 

@@ -36,6 +36,7 @@ from specserve.adaptive import (
     start_steps,
     unsupported_reason,
 )
+from specserve.profile.tree import NGRAM_DEFAULT_DRAFT_TOKENS
 from specserve.standin import STANDIN_NAME, STANDIN_NOTICE
 from specserve.upstream import Option, SGLangContract, sglang_contract
 
@@ -409,7 +410,7 @@ def _spec_config(
         # _handle_ngram: top-k is the BFS breadth; 12 draft tokens unless given.
         topk = ns.speculative_ngram_max_bfs_breadth
         if draft is None:
-            draft = 12
+            draft = NGRAM_DEFAULT_DRAFT_TOKENS
             warnings.append(NGRAM_DRAFT_WARNING)
         if steps is None:
             steps = draft // topk

@@ -20,6 +20,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from specserve.adaptive import INIT_LINE, SWITCH_LINE, UPDATED_LINE, StepPolicy
+from specserve.profile.checks.logs import silences_batch_lines
 from specserve.standin.args import StandinArgs
 from specserve.standin.behaviour import (
     BehaviourSource,
@@ -128,6 +129,9 @@ class Engine:
         self.base_tps = base_tps
         self.time_scale = time_scale
         self.drafter_mismatch = drafter_mismatch
+        # SGLang writes its batch lines with logger.info (metrics_reporter.py): a level above
+        # INFO keeps them out of the log, and so does the stand-in's.
+        self.batch_lines = not silences_batch_lines(str(args.resolved.get("log_level") or "info"))
         self.shape = (
             None
             if args.spec is None
@@ -284,21 +288,21 @@ class Engine:
         self._sleep(seconds)
         self._win_seconds += seconds
         usage = self._used_tokens(self._running) / self.max_total_tokens
-        self.printer.log(
-            prefill_line(
-                PrefillStats(
-                    new_seq=len(admitted),
-                    new_token=new_tokens,
-                    cached_token=0,
-                    token_usage=usage,
-                    running=running_before,
-                    queued=queued,
-                    pending_token=0,
-                    graph=False,
-                    input_throughput=new_tokens / seconds,
-                )
+        line = prefill_line(
+            PrefillStats(
+                new_seq=len(admitted),
+                new_token=new_tokens,
+                cached_token=0,
+                token_usage=usage,
+                running=running_before,
+                queued=queued,
+                pending_token=0,
+                graph=False,
+                input_throughput=new_tokens / seconds,
             )
         )
+        if self.batch_lines:
+            self.printer.log(line)
         now = time.monotonic()
         for req in admitted:
             # Prefill yields each request's first token, as upstream's does.
@@ -388,7 +392,8 @@ class Engine:
             gen_throughput=throughput,
             queued=queued,
         )
-        self.printer.log(decode_line(stats))
+        if self.batch_lines:
+            self.printer.log(decode_line(stats))
         self.last_decode = stats
         if self.metrics is not None:
             shape = self.shape

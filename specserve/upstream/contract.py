@@ -102,6 +102,19 @@ def _metric(name: str, raw: dict[str, Any]) -> Metric:
     )
 
 
+# The block drafters' algorithms; each has its family of classes in the registry data.
+BLOCK_DRAFTER_KINDS: tuple[str, ...] = ("DFLASH", "DSPARK")
+# Which --speculative-algorithm values load each drafter family (NEXTN is SGLang's alias of
+# EAGLE; MTP/NextN classes are the EAGLE path's own layers).
+DRAFTER_ALGORITHMS: dict[str, tuple[str, ...]] = {
+    "EAGLE3": ("EAGLE3",),
+    "EAGLE": ("EAGLE", "NEXTN"),
+    "MTP": ("EAGLE", "NEXTN"),
+    "DFLASH": ("DFLASH",),
+    "DSPARK": ("DSPARK",),
+}
+
+
 class SGLangContract:
     """What one SGLang version accepts, serves and exposes (see docs/sglang-contract.md)."""
 
@@ -118,6 +131,11 @@ class SGLangContract:
         self.eagle3_drafter_architectures = frozenset(d.architecture for d in self.eagle3_drafters)
         self.eagle_drafter_architectures = frozenset(d.architecture for d in self.eagle_drafters)
         self.mtp_drafter_architectures = frozenset(d.architecture for d in self.mtp_drafters)
+        # Block drafters, one family per algorithm (extract_contract.py's module rule).
+        self.block_drafters: dict[str, tuple[Drafter, ...]] = {
+            kind: tuple(Drafter(**d) for d in models[f"{kind.lower()}_drafters"])
+            for kind in BLOCK_DRAFTER_KINDS
+        }
         self.served_architectures = frozenset(models["served_architectures"])
         self.metrics: dict[str, Metric] = {
             name: _metric(name, m) for name, m in raw["metrics"].items()
@@ -154,14 +172,25 @@ class SGLangContract:
 
     # Models ----------------------------------------------------------------------------------
     def drafter_kind(self, architecture: str) -> str | None:
-        """ "EAGLE3", "EAGLE" or "MTP" for a drafter class this version serves, else None."""
+        """ "EAGLE3", "EAGLE", "MTP", "DFLASH" or "DSPARK" for a drafter class this version
+        serves, else None."""
         if architecture in self.eagle3_drafter_architectures:
             return "EAGLE3"
         if architecture in self.eagle_drafter_architectures:
             return "EAGLE"
         if architecture in self.mtp_drafter_architectures:
             return "MTP"
+        for kind, drafters in self.block_drafters.items():
+            if any(d.architecture == architecture for d in drafters):
+                return kind
         return None
+
+    def drafter_module(self, architecture: str) -> str | None:
+        """The srt/models file that serves a drafter class."""
+        families = (self.eagle3_drafters, self.eagle_drafters, self.mtp_drafters,
+                    *self.block_drafters.values())  # fmt: skip
+        return next((d.module for f in families for d in f if d.architecture == architecture),
+                    None)  # fmt: skip
 
     # Metrics ---------------------------------------------------------------------------------
     def metric_labels(self, name: str) -> frozenset[str]:

@@ -68,6 +68,14 @@ class Settings:
         return self.require_graph and not self.profile.server.disable_cuda_graph
 
 
+@dataclass(frozen=True)
+class Served:
+    """What the server's own server_info says that the checks use (server.py reads it)."""
+
+    draft_tokens: int | None = None  # speculative_num_draft_tokens it resolved
+    silent_because: str | None = None  # the setting that keeps its decode lines out of the log
+
+
 @dataclass
 class Verdict:
     passed: bool
@@ -89,8 +97,11 @@ def _graph_ok(s: Settings, window: Window) -> bool:
     return bool(on) and not any(g.value == 0.0 for g in window.graphs)
 
 
-def judge(s: Settings, window: Window) -> Verdict:
-    """The checks on one window; pure, so every outcome is testable without a server."""
+def judge(s: Settings, window: Window, served: Served | None = None) -> Verdict:
+    """The checks on one window (and what the server said of itself); pure, so every outcome is
+    testable without a server."""
+    served = served or Served()
+    profile_facts = facts(s.profile)
     k = s.knobs
     failed: list[str] = []
     seen: list[str] = []
@@ -103,9 +114,11 @@ def judge(s: Settings, window: Window) -> Verdict:
             else f">= {s.min_decode_lines}: {k['min_decode_lines']}")
     warmup = ("" if s.since else f"; warm-up: {k['requests']} = {s.requests} of "
               f"{k['max_tokens']} = {s.max_tokens}")
-    check(window.decode_lines >= max(s.min_decode_lines, 1),
+    enough = window.decode_lines >= max(s.min_decode_lines, 1)
+    why = f"; {served.silent_because}" if served.silent_because and not enough else ""
+    check(enough,
           f"decode lines {source}: {_fmt(window.decode_lines)} (need {need}; the exporter had "
-          f"{_fmt(s.metrics_timeout)} s to count them: {k['metrics_timeout']}{warmup})")
+          f"{_fmt(s.metrics_timeout)} s to count them: {k['metrics_timeout']}{warmup}){why}")
     mean = window.accept_length
     if s.speculative:
         shown = "none" if mean is None else f"{round(mean, 3)}"
@@ -114,6 +127,17 @@ def judge(s: Settings, window: Window) -> Verdict:
               f"(need > {_fmt(s.floor)}: {k['floor']}; 1.00 means no draft token is accepted"
               + ("; no decode line carried an accept length: the profile turns speculation "
                  "on, is the server speculating?)" if mean is None else ")"))
+        # Adaptive servers change the count at run time; the fact is only their start.
+        draft = None if profile_facts.adaptive else profile_facts.draft_tokens
+        if draft is not None and served.draft_tokens is not None:
+            check(served.draft_tokens == draft,
+                  f"draft tokens: the server runs {served.draft_tokens} (server_info), the "
+                  f"profile {draft} (its tree, or SGLang's choice for it)")
+        if draft is not None and mean is not None:
+            # A verify pass accepts at most every draft token: above that, the exporter misreads
+            # the lines or the server runs another tree than the profile's.
+            check(mean <= draft,
+                  f"mean accept length: {round(mean, 3)} within the {draft} draft tokens")
     else:
         check(window.accept_windows == 0,
               f"speculation: {_fmt(window.accept_windows)} decode windows with an accept "
@@ -168,7 +192,10 @@ def run(s: Settings, out: Callable[[str], None],
         except RequestFailed as exc:
             raise RequestFailed(f"health: {exc} (may take {k['request_timeout']} = "
                                 f"{_fmt(s.request_timeout)} s)", exc.status) from None
-        out(f"server: {server.summary(session, s.server, s.api_key)}")
+        info = server.server_info(session, s.server)
+        out(f"server: {server.summary(info, s.api_key)}")
+        served = Served(server.draft_tokens_of(info),
+                        server.why_no_decode_lines(info, s.max_tokens))
         model = server.model_id(session, s.server, s.request_timeout) if s.api == "chat" else ""
         for n in range(s.requests):
             try:
@@ -193,7 +220,7 @@ def run(s: Settings, out: Callable[[str], None],
     except ScrapeError as exc:
         out(f"{head}\n  {exc}")
         return False
-    verdict = judge(s, seen)
+    verdict = judge(s, seen, served)
     if verdict.passed:
         out(pass_line(s, seen))
     else:

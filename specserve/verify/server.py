@@ -11,8 +11,9 @@ import requests
 from specserve.profile.facts import HEALTH_PATH
 from specserve.secrets import Redactor, secrets_in_server_info
 
-__all__ = ["APIS", "HEALTH_PATH", "SERVER_INFO_PATHS", "RequestFailed", "call", "model_id",
-           "summary", "warm_up"]
+__all__ = ["APIS", "HEALTH_PATH", "SERVER_INFO_PATHS", "RequestFailed", "call",
+           "draft_tokens_of", "model_id", "server_info", "summary", "warm_up",
+           "why_no_decode_lines"]
 # SGLang's name first; its deprecated alias (a warning in SGLang's log on every call) only when
 # the server is too old to know the new name and answers 404.
 SERVER_INFO_PATHS = ("/server_info", "/get_server_info")
@@ -50,8 +51,9 @@ def call(session: requests.Session, url: str, timeout: float,
         return None
 
 
-def summary(session: requests.Session, base: str, api_key: str | None) -> str:
-    """What the server runs, from /server_info, with every secret removed by value."""
+def server_info(session: requests.Session, base: str) -> dict[str, Any] | str:
+    """/server_info (the resolved server arguments, secrets included as SGLang serves them),
+    or why it could not be read."""
     info: Any = None
     try:
         for path in SERVER_INFO_PATHS:
@@ -65,11 +67,43 @@ def summary(session: requests.Session, base: str, api_key: str | None) -> str:
         return f"/server_info not readable here ({str(exc)[:120]})"
     if not isinstance(info, dict):
         return "/server_info did not answer a JSON object"
+    return info
+
+
+def summary(info: dict[str, Any] | str, api_key: str | None) -> str:
+    """What the server runs, from its server_info, with every secret removed by value."""
+    if isinstance(info, str):
+        return info
     clean = Redactor([api_key, *secrets_in_server_info(info)]).redact_value(info)
     standin = " (stand-in)" if clean.get("standin") else ""
     return (f"SGLang {clean.get('version', '?')}{standin}, speculative algorithm "
             f"{clean.get('speculative_algorithm') or 'none'}, launch command: "
             f"{clean.get('launch_command') or '?'}")
+
+
+def why_no_decode_lines(info: dict[str, Any] | str, max_tokens: int) -> str | None:
+    """The server setting that keeps its Decode batch lines out of the log, from server_info:
+    a log level above INFO (metrics_reporter.py writes them with logger.info), or a
+    --decode-log-interval longer than one warm-up request decodes. None: none that it says."""
+    from specserve.profile.checks.logs import silences_batch_lines
+
+    if isinstance(info, str):
+        return None
+    level, interval = info.get("log_level"), info.get("decode_log_interval")
+    if isinstance(level, str) and silences_batch_lines(level):
+        return (f"the server's log level is {level} (server_info log_level): SGLang writes its "
+                "Decode batch lines at INFO, so it prints none")
+    if isinstance(interval, int) and not isinstance(interval, bool) and interval > max_tokens:
+        return (f"the server's decode_log_interval is {interval} (server_info): one Decode "
+                f"batch line per {interval} decode steps, and a warm-up request decodes "
+                f"{max_tokens} tokens")
+    return None
+
+
+def draft_tokens_of(info: dict[str, Any] | str) -> int | None:
+    """speculative_num_draft_tokens the server resolved, from server_info."""
+    value = None if isinstance(info, str) else info.get("speculative_num_draft_tokens")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def model_id(session: requests.Session, base: str, timeout: float) -> str:

@@ -17,6 +17,7 @@ import subprocess
 import threading
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -44,10 +45,9 @@ BASE_ENV = {"SPECSERVE_STANDIN_LOAD_SECONDS": "1", "SPECSERVE_STANDIN_WARMUP_SEC
 FIGURES: dict[str, dict[str, object]] = {}
 
 
-@pytest.fixture(scope="module")
-def matrix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
-    require_docker()
-    dep = new_deployment(tmp_path_factory.mktemp("matrix"), f"ssm{os.getpid()}")
+def matrix_deployment(workdir: Path, prefix: str) -> Deployment:
+    """The matrix's stand-in deployment settings (test_failure_state.py uses them too)."""
+    dep = new_deployment(workdir, prefix)
     # A behaviour file the servers re-read when it changes: how the restored last good server
     # is made to fail its own gate in the last scenario.
     behaviour = dep.workdir / "behaviour.yaml"
@@ -62,6 +62,17 @@ def matrix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
         "monitoring_export_dir": str(dep.workdir / "monitoring-export"),
     }
     dep.write_inventory(dep.inventory, {"localhost": {}})
+    return dep
+
+
+@contextmanager
+def deployed_matrix_node(workdir: Path, prefix: str, what: str,
+                         report_suffix: str = "") -> Iterator[Deployment]:
+    """A stand-in node deployed and checked against its own records; at the end the scenarios'
+    figures printed (and written to $SPECSERVE_MATRIX_REPORT + report_suffix when set) and its
+    containers removed. The module fixture of this file and of test_failure_state.py."""
+    require_docker()
+    dep = matrix_deployment(workdir, prefix)
     try:
         run = playbook(dep.inventory)
         assert run.rc == 0, run.output[-6000:]
@@ -69,10 +80,17 @@ def matrix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
         yield dep
     finally:
         report = json.dumps(FIGURES, indent=2, sort_keys=True)
-        print("\nfailure matrix figures:\n" + report)
+        print(f"\n{what} figures:\n" + report)
         if os.environ.get("SPECSERVE_MATRIX_REPORT"):
-            Path(os.environ["SPECSERVE_MATRIX_REPORT"]).write_text(report + "\n")
+            Path(os.environ["SPECSERVE_MATRIX_REPORT"] + report_suffix).write_text(report + "\n")
         _cleanup(dep.prefix)
+
+
+@pytest.fixture(scope="module")
+def matrix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+    with deployed_matrix_node(tmp_path_factory.mktemp("matrix"), f"ssm{os.getpid()}",
+                              "failure matrix") as dep:
+        yield dep
 
 
 def _last_good(dep: Deployment) -> str:
@@ -305,6 +323,12 @@ def test_sigint_right_after_the_stop_then_rerun(matrix: Deployment) -> None:
         assert interrupted.rc != 0
         assert "User interrupted execution" in interrupted.output
         assert f"started {matrix.prefix} (" not in interrupted.output  # interrupted before it
+        # Not only Ansible's one line: the state the node is in, and the command that converges.
+        assert ("specserve: localhost: interrupted while the old server was being stopped and the"
+                " new one started: the node may have NO server running") in interrupted.output, (
+                    interrupted.output[-3000:])
+        assert "to converge, run the same play again: ansible-playbook playbooks/deploy.yml" in (
+            interrupted.output)
         assert _last_good(matrix) == good
         rerun = playbook(matrix.inventory)
         assert rerun.rc == 0, rerun.output[-6000:]

@@ -78,6 +78,17 @@ def _generate(port: int) -> dict[str, Any]:
         return json.loads(response.read())
 
 
+def _build_image(context: Path, tag: str, generation: int) -> str:
+    """(Re)build a private tag of the stand-in image; its new ID."""
+    dockerfile = context / "standin.Dockerfile"
+    dockerfile.write_text(
+        f"FROM specserve/standin:0.1.0\nLABEL io.specserve.test-generation={generation}\n")
+    subprocess.run(["docker", "build", "-q", "-f", str(dockerfile), "-t", tag, str(context)],
+                   check=True, capture_output=True)
+    return subprocess.run(["docker", "image", "inspect", "--format", "{{.Id}}", tag],
+                          check=True, capture_output=True, text=True).stdout.strip()
+
+
 def _ranks(dep: Deployment) -> list[dict[str, Any]]:
     found = [docker_inspect(f"{dep.prefix}-r{rank}") for rank in (0, 1)]
     assert all(found), found
@@ -117,7 +128,12 @@ def test_a_multinode_group_is_deployed_gated_on_rank0_and_rolled_back_as_one(
     require_docker()
     dep = new_deployment(tmp_path, f"ssm{os.getpid()}")
     ports, rendezvous = (free_port(), free_port()), free_port()
+    # A private tag of the stand-in image, rebuilt later under the same tag: the rollback must
+    # restore the image each rank was verified with, by ID, not what the tag names by then.
+    image = f"{dep.prefix}-standin:1"
+    dep.overrides = {"specserve_image": image}
     try:
+        first_id = _build_image(tmp_path, image, 1)
         _rank_profiles(dep, ports, rendezvous)
         inventory = _inventory(dep)
         first = playbook(inventory)
@@ -148,17 +164,32 @@ def test_a_multinode_group_is_deployed_gated_on_rank0_and_rolled_back_as_one(
         _rank_profiles(dep, ports, rendezvous, max_running_requests=40)
         crashing = _inventory(dep, {0: {"SPECSERVE_STANDIN_WARMUP_SECONDS": "8"},
                                     1: {"SPECSERVE_STANDIN_CRASH_AFTER_SECONDS": "3"}})
-        check = playbook(crashing, "--check")
+        check = playbook(crashing, "--check", "--diff")
         assert check.rc == 0, check.output[-5000:]
         assert "Would restart every rank of the group" in check.output
+        # What would change on each rank, line by line: its launch spec and its profile.
+        changed_arg = "\n-  --max-running-requests 48\n+  --max-running-requests 40\n"
+        assert check.output.count(changed_arg) == 2, check.output[-8000:]
+        assert check.output.count(
+            "\n-  max_running_requests: 48\n+  max_running_requests: 40\n") == 2
         assert [c["Id"] for c in _ranks(dep)] == [c["Id"] for c in good]
+        recorded = [(dep.workdir / f"rank{rank}/state/last-good/launch-spec.txt").read_text()
+                    for rank in (0, 1)]
+        assert all("  --max-running-requests 48\n" in text for text in recorded), recorded
+
+        # The tag is rebuilt too: the failed deploy runs the new image, the rollback the old one.
+        rebuilt_id = _build_image(tmp_path, image, 2)
+        assert rebuilt_id != first_id and all(c["Image"] == first_id for c in good)
 
         failed = playbook(crashing)
         assert failed.rc != 0, failed.output[-5000:]
         assert "Multi-node deploy FAILED" in failed.output
+        # Seen after every rank's gate, or at its own gate's container check (RestartCount 0
+        # required) when Docker had restarted it before that look: named either way.
         named = (f"rank 1 (rank1, {dep.prefix}-r1) passed its health gate, then did not hold"
                  " through every rank's health gate")
-        assert named in failed.output, failed.output[-5000:]
+        died = f"{dep.prefix}-r1 died right after its health gate passed and Docker restarted it"
+        assert named in failed.output or died in failed.output, failed.output[-5000:]
         assert f'rank 0 (rank0, {dep.prefix}-r0) at "Start | the server must be healthy"' in (
             failed.output)
         assert "Every rank was rolled back to its last good spec" in failed.output
@@ -172,11 +203,13 @@ def test_a_multinode_group_is_deployed_gated_on_rank0_and_rolled_back_as_one(
             label = "io.specserve.spec-hash"
             assert new["Config"]["Labels"][label] == old["Config"]["Labels"][label]
             assert "SPECSERVE_STANDIN_CRASH_AFTER_SECONDS=3" not in new["Config"]["Env"]
+            assert new["Image"] == first_id, (new["Image"], first_id, rebuilt_id)
         for rank in (0, 1):
             live = dep.workdir / f"rank{rank}/etc/profile.yaml"
             assert "max_running_requests: 48" in live.read_text(encoding="utf-8")
     finally:
         _cleanup(dep.prefix)
+        subprocess.run(["docker", "rmi", "-f", image], capture_output=True, check=False)
 
 
 def test_a_multinode_profile_outside_the_group_play_is_refused(tmp_path: Path) -> None:

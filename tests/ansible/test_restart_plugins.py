@@ -61,12 +61,17 @@ if cmd == "inspect":
     out = (fmt.replace("{{.Id}}", cid).replace("{{.State.Status}}", c["status"])
            .replace("{{.State.StartedAt}}", c["started"]).replace("{{.State.Pid}}", str(c["pid"])))
     print(out)
+    # Docker's restart policy: a container that exited on its own is started again a moment
+    # later (here: right after it was seen), unless its policy was set to no or it was stopped.
+    if c.get("pending_restart"):
+        c["status"], c["pid"], c["pending_restart"] = "running", 11, False
+        save()
 elif cmd == "stop":
     cid, c = find(args[-1])
-    c["status"], c["pid"] = "exited", 0
+    c["status"], c["pid"], c["pending_restart"] = "exited", 0, False
     save()
 elif cmd == "update":
-    cid, c = find(args[-1]); c["restart"] = "no"; save()
+    cid, c = find(args[-1]); c["restart"] = "no"; c["pending_restart"] = False; save()
 elif cmd == "rm":
     force = "-f" in args
     ref = args[-1]
@@ -159,7 +164,7 @@ def test_swap_stops_keeps_installs_and_starts_in_order(host: dict, tmp_path: Pat
     assert live.read_text() == "new: profile\n" and oct(live.stat().st_mode & 0o777) == "0o644"
     log = Path(str(host["state"]) + ".log").read_text().splitlines()
     order = [next(i for i, line in enumerate(log) if line.startswith(word))
-             for word in ("stop", "update", "rename srv-prev-1 srv-prev-2",
+             for word in ("update", "stop", "rename srv-prev-1 srv-prev-2",
                           f"rename {_id('old1')}", "rename srv-next srv", "start srv")]
     assert order == sorted(order), log
     text = "\n".join(said)
@@ -179,6 +184,20 @@ def test_swap_removes_a_container_that_never_started(host: dict) -> None:
     swap.Swap(host["run"], _args(_free_port(), next="srv-next"), said.append)()
     assert set(_names(host["state"])) == {"srv"}
     assert "removed new000000000" in said, said
+
+
+def test_swap_keeps_a_crashed_container_stopped_though_docker_would_restart_it(
+        host: dict) -> None:
+    # A rank that exited on its own when its group broke, with a restart Docker has scheduled:
+    # kept as <name>-prev-1, it must stay stopped (a first multi-node deploy leaves no rank
+    # running). Before, the swap saw "exited", did not stop it and kept it, and Docker started it.
+    crashed = {**_c("srv", "exited"), "pending_restart": True}
+    _containers(host["state"], old1=crashed)
+    said: list[str] = []
+    swap.Swap(host["run"], _args(_free_port()), said.append)()
+    kept = _names(host["state"])["srv-prev-1"]
+    assert kept["status"] == "exited" and kept["pid"] == 0 and kept["restart"] == "no", kept
+    assert "stopping the old server old100000000 (exited)" in "\n".join(said)
 
 
 def test_swap_stop_only_and_keep_zero(host: dict) -> None:

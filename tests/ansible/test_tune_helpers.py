@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from specserve.profile import load_profile
+from specserve.profile.facts import facts
 
 ROOT = Path(__file__).resolve().parents[2]
 STANDIN = ROOT / "profiles" / "standin-cpu.yaml"
@@ -45,7 +46,7 @@ def _save(tmp_path: Path, text: str) -> Path:
 def test_speculation_off_removes_the_drafter_and_keeps_comments(tmp_path: Path) -> None:
     text = tune.profile_edit(STANDIN.read_text(), "off")
     profile = load_profile(_save(tmp_path, text))
-    assert profile.speculative is None and profile.speculative_draft_tokens is None
+    assert profile.speculative is None and facts(profile).draft_tokens is None
     assert "# CPU only" in text and "tests stay on loopback" in text
     assert profile.logging.file == "/var/log/specserve/sglang/sglang.log"
 

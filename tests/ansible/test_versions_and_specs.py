@@ -60,6 +60,7 @@ def test_installed_versions_are_the_pinned_ones() -> None:
 
     assert version("ansible-core") == VERSIONS["ansible"]["ansible_core"]
     assert version("ansible") == VERSIONS["ansible"]["ansible"]
+    assert version("mitogen") == VERSIONS["ansible"]["mitogen"]
     manifest = Path(sys.modules["yaml"].__file__).parents[1] / "ansible_collections"
     import json
 

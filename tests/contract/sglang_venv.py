@@ -34,9 +34,11 @@ def venv_root() -> Path:
 
 
 def wanted_packages(version: str) -> set[str]:
-    """What scripts/setup/sglang.sh installs for `version`: sglang itself + venv_packages."""
+    """What scripts/setup/sglang.sh installs for `version`: sglang itself, the pins that version
+    declares differently (version_packages) and the shared venv_packages."""
     section = yaml.safe_load((ROOT / "versions.yaml").read_text(encoding="utf-8"))["sglang"]
-    return {f"sglang=={version}", *section["venv_packages"]}
+    own = (section.get("version_packages") or {}).get(version) or []
+    return {f"sglang=={version}", *own, *section["venv_packages"]}
 
 
 def venv_python(version: str) -> Path:
@@ -56,7 +58,8 @@ def venv_python(version: str) -> Path:
         stale = sorted(built ^ wanted_packages(version))[:6]
         pytest.fail(
             f"the SGLang {version} venv ({python.parent.parent}) holds another package set than "
-            f"versions.yaml sglang.venv_packages (differing: {', '.join(stale)}); {SETUP_HINT}",
+            f"versions.yaml sglang.venv_packages + version_packages[{version!r}] (differing: "
+            f"{', '.join(stale)}); {SETUP_HINT}",
             pytrace=False,
         )
     return python
@@ -79,10 +82,13 @@ class _ForkServer:
         self.version = version
         self.log = tempfile.NamedTemporaryFile(  # noqa: SIM115  (lives as long as the server)
             prefix=f"specserve-forkserver-{version}-", suffix=".log")
+        # SGLang's resolution writes relative to its working directory (a probe's
+        # --debug-tensor-dump-output-folder is created there): never in the checkout.
+        self.workdir = tempfile.TemporaryDirectory(prefix=f"specserve-forkserver-{version}-cwd-")
         self.proc = subprocess.Popen(
             [str(venv_python(version)), str(SCRIPTS / "forkserver.py")],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True,
-            cwd=ROOT, env=_env())  # fmt: skip
+            cwd=self.workdir.name, env=_env())  # fmt: skip
         atexit.register(self.close)
 
     def run(self, args: list[str], stdin: str) -> dict[str, Any]:
@@ -109,6 +115,7 @@ class _ForkServer:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+        self.workdir.cleanup()
 
 
 _SERVERS: dict[str, _ForkServer] = {}

@@ -171,6 +171,8 @@ CASES: dict[str, dict[str, Any]] = {
     "top-k 8": _llama(adaptive=True),
     "steps 2 not a candidate": _llama(adaptive=True, num_steps=2, eagle_topk=1, num_draft_tokens=3),
     "STANDALONE": _llama(adaptive=True, algorithm="STANDALONE", **NO_TREE),
+    # NGRAM: SGLang logs "speculative_adaptive disabled" and runs its static n-gram tree.
+    "NGRAM": _llama(adaptive=True, algorithm="NGRAM", path=None, **NO_TREE),
     "config file": _llama(adaptive=True, adaptive_config=str(TRACE_CONFIG), **NO_TREE),
     "two-batch overlap": {
         **_llama(adaptive=True, **NO_TREE),

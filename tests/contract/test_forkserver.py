@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from specserve.upstream import PINNED_VERSION
-from tests.contract.sglang_venv import run_python, run_snippet
+from tests.contract.sglang_venv import ROOT, SCRIPTS, run_python, run_snippet
 
 STATE = """
 import json, os, sys
@@ -30,9 +32,22 @@ def test_no_request_sees_what_another_changed() -> None:
 
 def test_a_script_runs_as_main_with_its_own_directory_on_the_path() -> None:
     # resolve_argv.py imports its sibling parse_argv.py, as `python scripts/sglang/...` allows.
-    results = run_python(PINNED_VERSION, ["scripts/sglang/resolve_argv.py"],
+    results = run_python(PINNED_VERSION, [str(SCRIPTS / "resolve_argv.py")],
                          {"argvs": [["--model-path", "/nonexistent", "--device", "cpu"]]})
     assert len(results) == 1 and "ok" in results[0]
+
+
+def test_sglang_writes_nothing_into_the_checkout() -> None:
+    # SGLang's resolution creates a relative --debug-tensor-dump-output-folder in its working
+    # directory: the sweep's probe value once appeared as ./specserve-probe in a CI checkout.
+    folder = "specserve-forkserver-cwd-probe"
+    results = run_python(PINNED_VERSION, [str(SCRIPTS / "resolve_argv.py")], {"argvs": [[
+        "--model-path", "/nonexistent", "--device", "cpu",
+        "--debug-tensor-dump-output-folder", folder]]})
+    cwd = run_snippet(PINNED_VERSION, "import json, os; print(json.dumps(os.getcwd()))")
+    assert len(results) == 1 and "ok" in results[0]
+    assert not (ROOT / folder).exists()
+    assert not Path(cwd).resolve().is_relative_to(ROOT), cwd
 
 
 @pytest.mark.parametrize(("code", "expected"), [

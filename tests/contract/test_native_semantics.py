@@ -2,8 +2,11 @@
 version: read from the venv's sources, so an upstream change of definition fails here.
 
 - accept length: SGLang's per-request `spec_accept_length` is completion_tokens /
-  spec_verify_ct; the request's tokens go to generation_tokens_total and its verify passes to
-  spec_verify_calls_total when it finishes, so their rates' ratio is the windowed accept length
+  spec_verify_ct; the request's tokens go to generation_tokens_total, a one to
+  num_requests_total and its verify passes to spec_verify_calls_total when it finishes;
+  completion_tokens counts the token the prefill appends (and one per re-prefill after a
+  retraction, which every TP rank counts in num_retracted_requests_total), no verify pass, so
+  the verify passes' tokens are generated tokens less requests less retractions
   (instance:sglang_spec_accept_length:ratio_rate);
 - a verify pass is counted once per request in the batch (req.spec_verify_ct += 1);
 - graph state: every decode pass steps cuda_graph_passes_total with mode decode_cuda_graph or
@@ -24,6 +27,9 @@ from specserve.monitoring.expansion import recording_expr
 from specserve.monitoring.metrics import (
     SGLANG_CUDA_GRAPH_PASSES,
     SGLANG_GENERATION_TOKENS,
+    SGLANG_REQUESTS,
+    SGLANG_RETRACTED_REQUESTS,
+    SGLANG_SPEC_DRAFT_TOKENS,
     SGLANG_SPEC_VERIFY_CALLS,
 )
 from specserve.monitoring.rules import (
@@ -77,6 +83,42 @@ def test_accept_length_is_generated_tokens_over_verify_calls(version: str) -> No
 
 
 @pytest.mark.parametrize("version", VERIFIED_VERSIONS)
+def test_completion_tokens_count_the_prefill_token_once_per_request(version: str) -> None:
+    """What the native accept length subtracts (issue 26): one prefill token per finished
+    request and per retraction, counted by counters that step with them."""
+    processor = _source(version, "managers/scheduler_components/batch_result_processor.py")
+    # The prefill's sampled token is the output's first; the verify count is the decode path's.
+    prefill = _function(processor, "process_batch_result_prefill")
+    assert "req.output_ids.append(next_token_id)" in prefill, prefill[:2000]
+    assert "spec_verify_ct" not in prefill
+    streamer = _source(version, "managers/scheduler_components/output_streamer.py")
+    assert "else len(output_ids_)" in streamer, "completion_tokens is no longer len(output_ids)"
+    collector = _source(version, "observability/metrics_collector.py")
+    finished = _function(collector, "observe_one_finished_request")
+    assert "self.num_requests_total.labels(**stream_labels).inc(1)" in finished, finished
+    assert f'name="{SGLANG_REQUESTS}"' in collector
+    # A retracted request keeps its output and verify count, and is prefilled again: one more
+    # token (only an input_embeds request drops its output, a case the rule does not correct:
+    # docs/alerts.md). Each TP rank's scheduler (enable_metrics, not only the stats-logging
+    # rank) counts the retraction under its own tp_rank.
+    schedule_batch = _source(version, "managers/schedule_batch.py")
+    retract = _function(schedule_batch, "reset_for_retract")
+    assert "spec_verify_ct" not in retract, retract
+    resets = re.findall(r"self\.output_ids = .*", retract)
+    assert resets == ['self.output_ids = array("q")'], retract
+    assert re.search(r"if self\.input_embeds is not None:\s*self\.output_ids = array", retract)
+    assert "req.is_retracted = False" in schedule_batch
+    scheduler = _source(version, "managers/scheduler.py")
+    assert "if self.metrics_reporter.enable_metrics and len(retracted_reqs) > 0:" in scheduler
+    retracted = _function(collector, "increment_retracted_reqs")
+    assert "self.num_retracted_reqs_total.labels(**self.labels).inc(num_retracted_reqs)" in (
+        retracted
+    ), retracted
+    assert f'name="{SGLANG_RETRACTED_REQUESTS}"' in collector
+    assert f'name="{SGLANG_SPEC_DRAFT_TOKENS}"' in collector
+
+
+@pytest.mark.parametrize("version", VERIFIED_VERSIONS)
 def test_graph_passes_count_each_decode_pass_by_mode(version: str) -> None:
     collector = _source(version, "observability/metrics_collector.py")
     assert f'name="{SGLANG_CUDA_GRAPH_PASSES}"' in collector
@@ -92,6 +134,9 @@ def test_the_rules_use_those_counters_and_modes() -> None:
     assert accept.index(SGLANG_GENERATION_TOKENS) < accept.index("/") < accept.index(
         SGLANG_SPEC_VERIFY_CALLS
     ), accept
+    numerator = accept[: accept.index("/")]
+    assert f"- sum without (is_streaming, priority) (rate({SGLANG_REQUESTS}[5m]))" in numerator
+    assert f"max without (tp_rank, pp_rank, moe_ep_rank, priority) (rate({SGLANG_RETRACTED_REQUESTS}[5m]))" in numerator, numerator  # noqa: E501
     graph = recording_expr(RECORDING_RULES_BY_FAMILY[NATIVE_GRAPH_RATIO], "5m")
     assert 'mode=~"decode_cuda_graph|decode_none"' in graph and "prefill" not in graph, graph
 

@@ -60,6 +60,8 @@ def cpu_argv(argv: list[str]) -> list[str]:
             continue
         index = out.index(flag) + 1
         if Path(out[index], "config.json").is_file():
+            # Absolute: SGLang runs outside the checkout (sglang_venv's fork server).
+            out[index] = str(Path(out[index]).resolve())
             continue
         fixture = FIXTURES / Path(out[index]).name
         if not (fixture / "config.json").is_file():

@@ -45,7 +45,8 @@ def test_the_venv_runs_the_version_it_is_named_for(version: str) -> None:
 @pytest.mark.parametrize("version", VERIFIED_VERSIONS)
 def test_sglang_serves_no_drafter_class_the_committed_data_does_not_know(version: str) -> None:
     now, then = fresh(version), committed(version)
-    for kind in ("eagle3_drafters", "eagle_drafters", "mtp_drafters"):
+    for kind in ("eagle3_drafters", "eagle_drafters", "mtp_drafters", "dflash_drafters",
+                 "dspark_drafters"):
         unknown = architectures(now, kind) - architectures(then, kind)
         assert not unknown, (
             f"SGLang {version} serves {kind.replace('_', ' ')} the committed data does not know: "

@@ -43,17 +43,30 @@ def test_pinned_is_verified_and_versions_are_unique_strings() -> None:
 
 
 def test_venv_packages_are_exact_pins_without_sglang() -> None:
-    packages = SGLANG["venv_packages"]
-    for spec in packages:
-        assert re.fullmatch(r"[A-Za-z0-9_.\-]+==[A-Za-z0-9_.+\-]+", spec), (
-            f"not an exact pin: {spec}"
-        )
-    names = [spec.split("==")[0].lower().replace("_", "-") for spec in packages]
-    assert len(set(names)) == len(names), "a package is pinned twice"
-    # sglang itself is installed per verified version, never from this list.
-    assert "sglang" not in names
-    # What SGLang's CPU imports need at least (sglang/__init__ -> srt/utils/common.py).
-    assert {"torch", "triton", "numpy", "msgspec", "pydantic"} <= set(names)
+    shared = SGLANG["venv_packages"]
+    own = SGLANG["version_packages"]
+    assert set(own) == set(SGLANG["verified"]), "every verified version has its own pins"
+    for version, packages in [("(shared)", shared), *own.items()]:
+        for spec in packages:
+            assert re.fullmatch(r"[A-Za-z0-9_.\-]+==[A-Za-z0-9_.+\-]+", spec), (
+                f"{version}: not an exact pin: {spec}"
+            )
+        names = [_name(spec) for spec in packages]
+        assert len(set(names)) == len(names), f"{version}: a package is pinned twice"
+        # sglang itself is installed per verified version, never from these lists.
+        assert "sglang" not in names
+    shared_names = {_name(spec) for spec in shared}
+    for version, packages in own.items():
+        names = {_name(spec) for spec in packages}
+        # A package is either shared or per version, never both: the venv's own copy would
+        # shadow the shared one and the marker would name two versions of it.
+        assert not names & shared_names, (version, sorted(names & shared_names))
+        # What SGLang's CPU imports need at least (sglang/__init__ -> srt/utils/common.py).
+        assert {"torch", "triton", "numpy", "msgspec", "pydantic"} <= names | shared_names
+
+
+def _name(spec: str) -> str:
+    return spec.split("==")[0].lower().replace("_", "-")
 
 
 def test_specserve_upstream_agrees_with_versions_yaml() -> None:

@@ -21,7 +21,10 @@ once the worker is back. Before that, right after the load stops, (idle) nothing
 even turn pending over the equivalent of 10 minutes of idleness (_phase_idle). Then (f) the
 exporter's log source is cut while the stand-in keeps serving: SpecServeAcceptLengthMismatch
 (SGLang's native accept length against the log-derived one) is delivered and resolved once the
-log is back.
+log is back. Last, (g) short replies with every draft rejected: 8-token completions, where
+SGLang's own completion_tokens / spec_verify_ct reads 8 / 7 = 1.14 because it counts the token
+each prefill made; SpecDecodeDraftsRejected is delivered at 1.000 from the native value (the
+verify passes' tokens over verify calls), which the alert prefers to the decode lines.
 """
 
 from __future__ import annotations
@@ -40,12 +43,16 @@ from specserve.monitoring.metrics import (
     ROUTER_UPSTREAM_RESPONSES,
     ROUTER_WORKER_CIRCUIT,
     ROUTER_WORKER_HEALTH,
+    SGLANG_GENERATION_TOKENS,
     SGLANG_RUNNING_REQUESTS,
+    SGLANG_SPEC_VERIFY_CALLS,
 )
 from specserve.monitoring.overrides import resolve_settings
 from specserve.monitoring.rules import (
     ACCEPT_LENGTH_MEAN,
+    MIN_VERIFY_PER_REQUEST,
     NATIVE_ACCEPT_LENGTH,
+    NATIVE_VERIFY_PER_REQUEST,
     ROUTER_JOB,
     SPEEDUP_RATIO,
 )
@@ -77,6 +84,7 @@ REJECTED = "SpecDecodeDraftsRejected"
 ACCEPT_LOW = "SpecDecodeAcceptLengthLow"
 OUT_OF_ROTATION = "SpecServeWorkerOutOfRotation"
 MISMATCH = "SpecServeAcceptLengthMismatch"
+LOG_SOURCE_DOWN = "SpecServeLogSourceDown"
 # May turn pending (never fire: its `for` is longer, tests/e2e/stack.py) at a switch of accept
 # length, while the native and log-derived means catch up with the new phase at their own pace.
 SWITCHING = {MISMATCH}
@@ -94,6 +102,9 @@ RECOVERED = {"acceptance": 0.9}
 # slack for a loaded 2-core CI machine. Resolving needs the same window to empty.
 WINDOW_SECONDS = 20
 DEADLINE_S = WINDOW_SECONDS + 25
+
+# Phase (g): completions this short hid a rejecting drafter from the native value.
+SHORT_REPLY_TOKENS = 8
 
 # After delivery each phase goes on this long: the alert must stay firing while its condition
 # holds (no flapping), and the picture shows it firing inside its phase.
@@ -123,12 +134,17 @@ def _delivered_within(
 
     def probe() -> bool:
         _only(stack, allowed)
-        return bool(stack.receiver.find(name, status))
+        return bool(since_switch())
+
+    def since_switch() -> list[Delivered]:
+        # Not an earlier phase's delivery: SpecDecodeDraftsRejected fires in phase c and again
+        # in phase g.
+        return [d for d in stack.receiver.find(name, status) if d.received_at >= since]
 
     timeout = since + deadline_s - time.time()
     wait_until(f"{name} delivered {status} within {deadline_s} s of the switch", probe, timeout,
                services=stack.services)  # fmt: skip
-    delivered = stack.receiver.find(name, status)[0]
+    delivered = since_switch()[0]
     _report(f"{name} {status} after the switch", delivered.received_at - since)
     return delivered
 
@@ -363,23 +379,29 @@ def _phase_idle(stack: Stack, load_started: float, load_stopped: float) -> None:
 def _phase_log_cut(stack: Stack) -> None:
     """(f) The exporter loses the log while the server keeps serving: the log path becomes a
     link to /dev/null (the launcher reopens the replaced path and writes into it; the exporter
-    follows it and reads nothing, its source still up). Only the native-vs-log disagreement can
-    notice: SpecServeAcceptLengthMismatch is delivered at 100% and resolved once the path is a
-    file again. SpecServeNoDecodeLines (6 s here) may go pending or fire beside it: the log is
-    lost while requests run, its very case; but between this one client's requests the server
-    is idle and its running gauge 0, so whether a scrape sees a request running is chance."""
+    follows it and reads nothing). The native-vs-log disagreement notices:
+    SpecServeAcceptLengthMismatch is delivered at 100% and resolved once the path is a file
+    again. SpecServeNoDecodeLines (6 s here) may go pending or fire beside it: the log is lost
+    while requests run, its very case; but between this one client's requests the server is
+    idle and its running gauge 0, so whether a scrape sees a request running is chance. So may
+    SpecServeLogSourceDown: since c3646a5 the exporter reports a path that is not a regular file
+    (here a character device) as its source down."""
     prom = stack.prometheus
     log = Path(yaml.safe_load(stack.profile.read_text(encoding="utf-8"))["logging"]["file"])
     native, logged = NATIVE_ACCEPT_LENGTH + WINDOW, ACCEPT_LENGTH_MEAN + WINDOW
     wait_until("native and log-derived accept length", lambda: prom.value(native) is not None
                and prom.value(logged) is not None, 30, services=stack.services)  # fmt: skip
-    assert prom.alerts() == [], f"alerts before the cut: {prom.alerts()}"
+    # The load restarts after the idle and rotation phases: until the first request's decode
+    # line is read, SpecServeNoDecodeLines (6 s here) may have gone pending on the idle gap; the
+    # alert group's next evaluation (1 s) clears it. Nothing may stay.
+    wait_until("no alert before the cut", lambda: prom.alerts() == [], 15,
+               services=stack.services)  # fmt: skip
     cut = log.with_name(log.name + ".cut")
     cut.symlink_to(os.devnull)
     switched = time.time()
     os.replace(cut, log)
     # The log-derived mean must empty its window, then `for` (10 s in this test).
-    allowed = {MISMATCH, NO_DECODE_LINES}
+    allowed = {MISMATCH, NO_DECODE_LINES, LOG_SOURCE_DOWN}
     alert = _delivered_within(stack, MISMATCH, "firing", switched, allowed,
                               DEADLINE_S + 10)  # fmt: skip
     assert alert.path == "/warning" and alert.labels["job"] == SGLANG_JOB, alert.labels
@@ -392,6 +414,52 @@ def _phase_log_cut(stack: Stack) -> None:
     back = time.time()
     os.replace(fresh, log)
     _delivered_within(stack, MISMATCH, "resolved", back, allowed)
+
+
+def _phase_short_replies_rejected(stack: Stack) -> None:
+    """(g) Every draft rejected, 8-token completions. SGLang's per-request accept length,
+    completion_tokens / spec_verify_ct, counts each reply's prefill token: 8 / 7 = 1.14, above
+    the 1.05 threshold, so the native value, which the alert prefers where it exists, hid the
+    decode lines' 1.00 for as long as replies stayed short (never fired in 600 s). The native
+    value now counts the verify passes' tokens only (one token less per finished request):
+    1.00, and the alert is delivered from it."""
+    prom = stack.prometheus
+    native = NATIVE_ACCEPT_LENGTH + WINDOW
+    per_request = NATIVE_VERIFY_PER_REQUEST + WINDOW
+    completion_over_verify = (
+        f'sum(rate({SGLANG_GENERATION_TOKENS}{{job="{SGLANG_JOB}"}}[{WINDOW}]))\n'
+        f'/ sum(rate({SGLANG_SPEC_VERIFY_CALLS}{{job="{SGLANG_JOB}"}}[{WINDOW}]))'
+    )
+    switched = time.time()
+    stack.set_behaviour(DRAFTS_REJECTED)
+    load = LoadGenerator(stack.standin_url, clients=1, max_tokens=SHORT_REPLY_TOKENS,
+                         deadline_s=180)  # fmt: skip
+    load.start()
+    load.on()
+    try:
+        allowed = {BELOW, REJECTED, ACCEPT_LOW} | SWITCHING
+        alert = _delivered_within(stack, REJECTED, "firing", switched, allowed)
+        mean = re.search(rf"over {WINDOW} is (\d+\.\d{{3}}) \(alert below 1\.05;",
+                         alert.annotations["description"])  # fmt: skip
+        assert mean and mean.group(1) == "1.000", alert.annotations["description"]
+        # What the alert read: the native value (1: every verify pass one token), which wins
+        # over the decode lines wherever the window's replies took enough verify passes, while
+        # SGLang's own ratio reads 8 / 7: the old rule's value, above the threshold. 1e-3: a
+        # scrape may catch a request's counters half stepped at a window's edge.
+        wait_until("the window holding only short rejected replies",
+                   lambda: prom.value(native) == pytest.approx(1.0, abs=1e-3), 30,
+                   services=stack.services)  # fmt: skip
+        passes = prom.value(per_request)
+        assert passes == pytest.approx(SHORT_REPLY_TOKENS - 1, rel=1e-3), passes
+        assert passes >= MIN_VERIFY_PER_REQUEST
+        ratio = prom.value(completion_over_verify)
+        expected = SHORT_REPLY_TOKENS / (SHORT_REPLY_TOKENS - 1)
+        assert ratio == pytest.approx(expected, rel=1e-3) and ratio > 1.05, ratio
+        assert prom.alert_states()[REJECTED] == "firing"
+        assert alert.labels["job"] == EXPORTER_JOB, alert.labels
+    finally:
+        load.stop()
+    assert load.errors == [], load.errors[:3]
 
 
 def test_alerts_delivered_through_the_real_chain(tmp_path: Path) -> None:
@@ -454,4 +522,7 @@ def test_alerts_delivered_through_the_real_chain(tmp_path: Path) -> None:
             load.stop()
         _report("phase f: log cut", time.time() - begin)
         assert load.errors == [], load.errors[:3]
+        begin = time.time()
+        _phase_short_replies_rejected(stack)
+        _report("phase g: short replies, drafts rejected", time.time() - begin)
     _report("total", time.time() - started)

@@ -187,3 +187,35 @@ def test_the_exporter_agrees_with_a_real_stand_in_s_native_gauge(
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait(timeout=5)
+
+
+@pytest.mark.parametrize(("drafter", "architecture", "draft_tokens"), [
+    ({"num_steps": None, "eagle_topk": None, "num_draft_tokens": None}, "LlamaForCausalLM", 8),
+    ({"num_steps": None, "eagle_topk": None, "num_draft_tokens": None},
+     "KimiK25ForConditionalGeneration", 4),
+    ({"algorithm": "NGRAM", "path": None, "num_steps": None, "eagle_topk": None,
+      "num_draft_tokens": None}, None, 12),
+])  # fmt: skip
+def test_a_tree_left_to_sglang_still_gives_the_exporter_its_count(
+    tmp_path: Path, drafter: dict[str, object], architecture: str | None, draft_tokens: int
+) -> None:
+    """SGLang's choice (tests/contract/test_effective_tree.py resolves it with SGLang's code):
+    the draft-token gauge and the draft acceptance ratio are served."""
+    doc = yaml.safe_load((ROOT / "profiles" / "standin-cpu.yaml").read_text(encoding="utf-8"))
+    doc.pop("baseline", None)
+    for key, value in drafter.items():
+        if value is None:
+            doc["drafter"].pop(key, None)
+        else:
+            doc["drafter"][key] = value
+    if architecture:
+        doc["target"]["architecture"] = architecture
+    path = tmp_path / "profile.yaml"
+    path.write_text(yaml.safe_dump(doc), encoding="utf-8")
+    config = load_config(["--profile", str(path)]).speculation
+    assert config.draft_tokens == draft_tokens
+    m = _metrics(config, [decode_line(accept=3.1)])
+    assert m.value("specserve_speculative_draft_tokens") == draft_tokens
+    assert m.value("specserve_decode_draft_acceptance_ratio") == pytest.approx(
+        2.1 / (draft_tokens - 1)
+    )

@@ -400,6 +400,46 @@ def test_truncated_to_empty_between_a_read_and_its_check_before_any_fingerprint(
     assert ids(sink.lines) == list(range(100, 113))
 
 
+class ShiftingAfterListing(FileSource):
+    """logrotate shifts the copies (.1 to .2, a new .1) right after the reader has listed the
+    generations it never saw, before it opens them by name: once."""
+
+    armed = False
+
+    def _unseen_generations(self, *args: object, **kwargs: object):  # type: ignore[no-untyped-def]
+        unseen = super()._unseen_generations(*args, **kwargs)  # type: ignore[arg-type]
+        if self.armed and unseen:
+            self.armed = False
+            logrotate_copy(self.path)  # the live file's copy becomes .1; not truncated yet
+        return unseen
+
+
+def test_copies_renamed_between_listing_and_open_are_read_once(tmp_path: Path) -> None:
+    """The reader judged .1 a generation it never saw; by the time it opened .1 by name,
+    logrotate had moved that one to .2 and copied the live file to .1. Reading .1 then, and the
+    live file too, counted a generation twice (2,000 lines in 2 of 8 benchmark runs)."""
+    log = tmp_path / "sglang.log"
+    writer = Writer(log)
+    sink = Sink()
+    source = ShiftingAfterListing(log, sink, from_beginning=True)
+    writer.write(numbered(0, 30))
+    source.poll_once()
+    logrotate_copy(log)
+    os.truncate(log, 0)
+    writer.write(numbered(100, 30))  # never seen live: only its copy will tell
+    logrotate_copy(log)
+    os.truncate(log, 0)
+    writer.write(numbered(200, 30))  # live when the reader looks
+    source.armed = True
+    source.poll_once()
+    assert not source.armed, "the rotation between listing and open did not happen"
+    source.poll_once()
+    got = ids(sink.lines)
+    assert len(got) == len(set(got)), "a generation was read twice"
+    assert sorted(got) == [*range(30), *range(100, 130), *range(200, 230)]
+    writer.close()
+
+
 # --- property: any interleaving loses only lines that no copy holds and no poll saw ------
 
 OPS = st.lists(

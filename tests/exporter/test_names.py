@@ -35,6 +35,9 @@ class _Source:
     def reopens(self) -> int:
         return 0
 
+    def errors(self) -> dict[str, int]:
+        return {"directory": 0}
+
 
 def _served() -> dict[str, tuple[str, tuple[str, ...]]]:
     state = LogState(SpeculationConfig(draft_tokens=4, baseline={"1-4": 50.0}))

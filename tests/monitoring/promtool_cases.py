@@ -37,7 +37,9 @@ from specserve.monitoring.rules import (
     FLEET_THROUGHPUT,
     ITL_P99,
     NATIVE_ACCEPT_LENGTH,
+    NATIVE_ACCEPT_LENGTH_MAX,
     NATIVE_GRAPH_RATIO,
+    NATIVE_VERIFY_PER_REQUEST,
     RECORDING_WINDOW,
     REJECTED_RATIO,
     REPLICA_THROUGHPUT,
@@ -154,13 +156,21 @@ def _labels_text(labels: dict[str, str]) -> str:
 
 
 def _record_test(name: str, at: str, samples: tuple[tuple[dict[str, str], float], ...]) -> dict:
+    # An expression over a record (see _rounded) has no metric name of its own.
+    prefix = "" if "(" in name else name
     return {
         "expr": name,
         "eval_time": at,
         "exp_samples": [
-            {"labels": name + _labels_text(labels), "value": value} for labels, value in samples
+            {"labels": prefix + _labels_text(labels), "value": value} for labels, value in samples
         ],
     }
+
+
+def _rounded(record: str) -> str:
+    """A record to 3 decimals: promtool compares exactly, and a rate's extrapolation over a 5m
+    window leaves the last binary digit of a ratio of differences to chance."""
+    return f"round({record}, 0.001)"
 
 
 def _group(case: Case, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -800,17 +810,68 @@ def sglang(instance: str = SGLANG_NODE1, **extra: str) -> str:
     return ",".join(f'{key}="{value}"' for key, value in labels.items())
 
 
-def _native_accept(tokens_per_min: float, verify_per_min: float, minutes: int) -> dict[str, str]:
-    """Generated tokens split over streaming and not (both summed), verify calls as counted."""
+def _native_accept(
+    tokens_per_min: float, verify_per_min: float, minutes: int, requests_per_min: float = 6
+) -> dict[str, str]:
+    """SGLang's tokenizer counters for `tokens_per_min` tokens from verify passes: each finished
+    request adds its prefill token to the generated tokens (as SGLang's completion_tokens
+    does), tokens and requests split over streaming and not (both summed; 3/4 and 1/4, so a
+    per-second rate in whole sixtieths stays exact in binary), verify calls as counted. The
+    default 6 requests a minute average 10 verify calls each at 60 a minute."""
+    generated = tokens_per_min + requests_per_min
     return {
-        f'sglang:generation_tokens_total{{{sglang(is_streaming="false")}}}': counter(
-            (tokens_per_min * 0.6, minutes)
-        ),
-        f'sglang:generation_tokens_total{{{sglang(is_streaming="true")}}}': counter(
-            (tokens_per_min * 0.4, minutes)
-        ),
+        **{
+            f'sglang:generation_tokens_total{{{sglang(is_streaming=stream)}}}': counter(
+                (generated * share, minutes)
+            )
+            for stream, share in (("false", 0.75), ("true", 0.25))
+        },
+        **_requests(((requests_per_min, minutes),)),
         f"sglang:spec_verify_calls_total{{{sglang()}}}": counter((verify_per_min, minutes)),
     }
+
+
+def _requests(segments: tuple[tuple[float, int], ...]) -> dict[str, str]:
+    """sglang:num_requests_total, split over streaming and not as _native_accept splits."""
+    return {
+        f'sglang:num_requests_total{{{sglang(is_streaming=stream)}}}': counter(
+            *((per_min * share, m) for per_min, m in segments)
+        )
+        for stream, share in (("false", 0.75), ("true", 0.25))
+    }
+
+
+def _replies(
+    tokens: int, verify: int, per_min: float, minutes: int, retracted: float = 0,
+    instance: str = SGLANG_NODE1,
+) -> dict[str, str]:
+    """`per_min` finished requests a minute of `tokens` completion tokens (the first from
+    prefill) and `verify` verify calls each, as SGLang's tokenizer counts them, plus `retracted`
+    retractions a minute (each adds a re-prefill token) counted on two TP ranks as SGLang's
+    scheduler on every rank counts them."""
+    series = {
+        f'sglang:generation_tokens_total{{{sglang(instance, is_streaming="false")}}}': counter(
+            (per_min * tokens + retracted, minutes)
+        ),
+        f'sglang:num_requests_total{{{sglang(instance, is_streaming="false")}}}': counter(
+            (per_min, minutes)
+        ),
+        f"sglang:spec_verify_calls_total{{{sglang(instance)}}}": counter(
+            (per_min * verify, minutes)
+        ),
+    }
+    if retracted:
+        for tp in ("0", "1"):
+            ranks = sglang(instance, **{**RANK0, "tp_rank": tp})
+            series[f"sglang:num_retracted_requests_total{{{ranks}}}"] = counter(
+                (retracted, minutes)
+            )
+    return series
+
+
+def _native_draft_tokens(count: int, minutes: int) -> dict[str, str]:
+    """SGLang's sglang:spec_num_draft_tokens gauge (scheduler labels, TP rank 0)."""
+    return {f"sglang:spec_num_draft_tokens{{{sglang(**RANK0)}}}": f"{count}x{minutes}"}
 
 
 def _log_accept(*segments: tuple[float, int]) -> dict[str, str]:
@@ -866,8 +927,9 @@ CASES["SpecDecodeDraftsRejected"] += [
         "native 1.00 for 10m, then 2.50: resolves; a log misread as 1.00 never fires beside it",
         {
             f'sglang:generation_tokens_total{{{sglang(is_streaming="false")}}}': counter(
-                (60, 10), (150, 20)
+                (66, 10), (156, 20)
             ),
+            **_requests(((6, 30),)),
             f"sglang:spec_verify_calls_total{{{sglang()}}}": counter((60, 30)),
             **_log_accept((1.0, 30)),
         },
@@ -891,8 +953,9 @@ CASES["SpecDecodeAcceptLengthLow"] += [
         "native accept length 1.30 fires after 15m and resolves at 2.50; the log is not read",
         {
             f'sglang:generation_tokens_total{{{sglang(is_streaming="true")}}}': counter(
-                (78, 25), (150, 20)
+                (84, 25), (156, 20)
             ),
+            **_requests(((6, 45),)),
             f"sglang:spec_verify_calls_total{{{sglang()}}}": counter((60, 45)),
             **_log_accept((2.5, 45)),
         },
@@ -904,7 +967,10 @@ CASES["SpecDecodeAcceptLengthLow"] += [
     ),
     Case(
         "a non-speculative server: generated tokens but no verify call, no native accept length",
-        {f'sglang:generation_tokens_total{{{sglang(is_streaming="false")}}}': counter((60, 30))},
+        {
+            f'sglang:generation_tokens_total{{{sglang(is_streaming="false")}}}': counter((60, 30)),
+            **_requests(((6, 30),)),
+        },
         (Check("SpecDecodeAcceptLengthLow", "25m"), Check("SpecDecodeDraftsRejected", "25m")),
     ),
 ]
@@ -1031,10 +1097,12 @@ CASES["SpecServeInterTokenLatencyHigh"] = [
 ]
 RECORDING_CASES += [
     Case(
-        "native: generated tokens (streaming and not) over verify calls; decode graph share over "
-        "TP ranks, prefill passes ignored; p99 TTFT and ITL interpolated in their bucket",
+        "native: generated tokens (streaming and not) less one per finished request over "
+        "verify calls; decode graph share over TP ranks, prefill passes ignored; p99 TTFT and "
+        "ITL interpolated in their bucket",
         {
-            **_native_accept(150, 60, 20),
+            # 60 requests a minute: per-second rates of whole numbers, exact ratios.
+            **_native_accept(1500, 600, 20, requests_per_min=60),
             # Half the passes with a graph: a share float division gives exactly.
             **_graph_passes(counter((30, 20)), counter((10, 20))),
             **_graph_passes(counter((10, 20)), counter((30, 20)), tp="1"),
@@ -1046,6 +1114,9 @@ RECORDING_CASES += [
         (
             (_at(NATIVE_ACCEPT_LENGTH), "10m", ((S1, 2.5),)),
             (_at(NATIVE_ACCEPT_LENGTH, "2m"), "10m", ((S1, 2.5),)),
+            (_at(NATIVE_VERIFY_PER_REQUEST), "10m", ((S1, 10.0),)),
+            # No draft-token gauge: no trimmed drafts allowed, the most is the native value.
+            (_at(NATIVE_ACCEPT_LENGTH_MAX), "10m", ((S1, 2.5),)),
             (_at(NATIVE_GRAPH_RATIO), "10m", ((S1, 0.5),)),
             (_at(TTFT_P99), "10m", ((S1, 0.6 + 0.4 * 0.99),)),
             (_at(ITL_P99), "10m", ((S1, 0.08 + 0.02 * 0.99),)),
@@ -1063,9 +1134,113 @@ RECORDING_CASES += [
         (
             (_at(NATIVE_ACCEPT_LENGTH), "10m", ()),
             (_at(NATIVE_ACCEPT_LENGTH, "2m"), "10m", ()),
+            (_at(NATIVE_VERIFY_PER_REQUEST), "10m", ()),
+            (_at(NATIVE_ACCEPT_LENGTH_MAX), "10m", ()),
             (_at(NATIVE_GRAPH_RATIO), "10m", ()),
             (_at(TTFT_P99), "10m", ()),
             (_at(ITL_P99), "10m", ()),
+        ),
+    ),
+]
+
+
+# --- short replies (issue 26 item 1) -------------------------------------------------------------
+# SGLang's own per-request accept length, completion_tokens / spec_verify_ct, counts the token
+# each request's prefill made: 8-token replies with every draft rejected (1 prefill token, 7
+# verify passes of 1 token) read 8 / 7 = 1.14, above the 1.05 floor, and the native value, which
+# the alert prefers, hid the log's 1.00 for as long as replies stayed short. The verify passes'
+# own tokens (less one token per finished request and per retraction) read 1.00 at any length.
+CASES["SpecDecodeDraftsRejected"] += [
+    Case(
+        "8-token replies, every draft rejected: 7 verify-pass tokens over 7 verify calls a "
+        "reply read 1.00 (completion_tokens / spec_verify_ct would read 1.14): fires",
+        {**_replies(8, 7, 60, 30), **_log_accept((1.0, 30))},
+        (
+            Check("SpecDecodeDraftsRejected", "2m"),
+            Check("SpecDecodeDraftsRejected", "6m", (Firing(T1, "1.000"),)),
+        ),
+    ),
+    Case(
+        "8-token replies, every draft rejected, the log lost: the native value alone fires",
+        _replies(8, 7, 60, 30),
+        (Check("SpecDecodeDraftsRejected", "6m", (Firing(S1, "1.000"),)),),
+    ),
+    Case(
+        "200-token replies, every draft rejected (199 verify calls a reply): fires at 1.00",
+        {**_replies(200, 199, 3, 30), **_log_accept((1.0, 30))},
+        (Check("SpecDecodeDraftsRejected", "6m", (Firing(T1, "1.000"),)),),
+    ),
+    Case(
+        "8-token replies, every draft rejected, 30 retractions a minute (each re-prefill makes "
+        "one more token), counted on both TP ranks: one rank's count comes off, 1.00 fires "
+        "(1.07 without it, 0.93 with both ranks' counts)",
+        {**_replies(8, 7, 60, 30, retracted=30), **_log_accept((1.0, 30))},
+        (Check("SpecDecodeDraftsRejected", "6m", (Firing(T1, "1.000"),)),),
+    ),
+    Case(
+        "healthy 8-token replies at 3.00 a pass (3 verify calls, the last one's 3 tokens "
+        "trimmed to 1: 2.33 natively) and at 2.00 (4 calls: 1.75) on another server: silent",
+        {
+            **_replies(8, 3, 60, 30),
+            **_log_accept((3.0, 30)),
+            **_replies(8, 4, 60, 30, instance="node2:8000"),
+        },
+        (Check("SpecDecodeDraftsRejected", "10m"), Check("SpecDecodeAcceptLengthLow", "25m")),
+    ),
+    Case(
+        "healthy 2-token replies at 3.00 a pass: one verify call a reply, its 3 tokens trimmed "
+        "to 1, reads 1.00 natively at any acceptance; under 4 calls a reply the log speaks",
+        {**_replies(2, 1, 60, 30), **_log_accept((3.0, 30))},
+        (Check("SpecDecodeDraftsRejected", "10m"), Check("SpecDecodeAcceptLengthLow", "25m")),
+    ),
+]
+CASES["SpecServeAcceptLengthMismatch"] += [
+    Case(
+        "healthy 8-token replies at 3.00 a pass, 4 draft tokens: the native 2.33 is 22% below "
+        "the log's 3.00, inside what the trimmed drafts allow (up to 3.33): silent",
+        {**_replies(8, 3, 60, 30), **_log_accept((3.0, 30)), **_native_draft_tokens(4, 30)},
+        (Check("SpecServeAcceptLengthMismatch", "25m"),),
+    ),
+    Case(
+        "the same replies with the log misread as 4.50: 1.17 above the most the counters allow "
+        "(3.33), 50% of the native 2.33, fires",
+        {**_replies(8, 3, 60, 30), **_log_accept((4.5, 30)), **_native_draft_tokens(4, 30)},
+        (
+            Check("SpecServeAcceptLengthMismatch", "5m"),
+            Check("SpecServeAcceptLengthMismatch", "13m", (Firing(S1, "50%"),)),
+        ),
+    ),
+]
+
+
+def _retracting_dp_ranks() -> dict[str, str]:
+    """8-token replies, every draft rejected, on two DP ranks of two TP ranks each: DP rank 0
+    retracts 60 requests a minute, DP rank 1 120, each TP rank counting its group's (whole
+    per-second rates: exact ratios)."""
+    series = _replies(8, 7, 60, 20)
+    series[f'sglang:generation_tokens_total{{{sglang(is_streaming="false")}}}'] = counter(
+        (60 * 8 + 180, 20)
+    )
+    for dp, tp, per_min in (("0", "0", 60), ("0", "1", 60), ("1", "2", 120), ("1", "3", 120)):
+        ranks = sglang(**{**RANK0, "tp_rank": tp, "dp_rank": dp})
+        series[f"sglang:num_retracted_requests_total{{{ranks}}}"] = counter((per_min, 20))
+    return series
+
+
+RECORDING_CASES += [
+    Case(
+        "native, 8-token replies with every draft rejected: generated tokens less one per "
+        "request and per retraction (one TP rank's count per DP rank, DP ranks summed) over "
+        "verify calls is 1.00; 7 verify calls a request; with 8 draft tokens the most the log "
+        "may read is 1 + 7 x 60 / 420 = 2.00",
+        {**_retracting_dp_ranks(), **_native_draft_tokens(8, 20)},
+        (),
+        (
+            (_rounded(_at(NATIVE_ACCEPT_LENGTH)), "10m", ((S1, 1.0),)),
+            (_at(NATIVE_ACCEPT_LENGTH, "2m"), "10m", ((S1, 1.0),)),
+            (_rounded(_at(NATIVE_VERIFY_PER_REQUEST)), "10m", ((S1, 7.0),)),
+            (_at(NATIVE_VERIFY_PER_REQUEST, "2m"), "10m", ((S1, 7.0),)),
+            (_rounded(_at(NATIVE_ACCEPT_LENGTH_MAX)), "10m", ((S1, 2.0),)),
         ),
     ),
 ]

@@ -109,9 +109,15 @@ def test_window_values_render_the_window_override_rule_file(
     assert drafts["expr"] == (
         "(\n  (\n    (\n      instance:specserve_decode_accept_length:mean1m * 0\n"
         "      + on () group_left ()\n"
-        "      min by () (instance:sglang_spec_accept_length:ratio_rate1m)\n    )\n"
+        "      min by () ((\n        instance:sglang_spec_accept_length:ratio_rate1m\n"
+        "        and\n"
+        # The native value only where replies took enough verify passes to speak for it.
+        "        (instance:sglang_spec_verify_calls_per_request:ratio_rate1m >= 4)\n"
+        "      ))\n    )\n"
         "    or\n    instance:specserve_decode_accept_length:mean1m\n"
-        "    or on ()\n    instance:sglang_spec_accept_length:ratio_rate1m\n  )\n"
+        "    or on ()\n    (\n      instance:sglang_spec_accept_length:ratio_rate1m\n"
+        "      and\n"
+        "      (instance:sglang_spec_verify_calls_per_request:ratio_rate1m >= 4)\n    )\n  )\n"
         # Adaptive speculation at 0 steps (1 draft token) is no verdict on the drafter.
         "  unless on ()\n"
         "  (min by () (min_over_time(specserve_speculative_draft_tokens[1m])) < 2)\n)\n< 1.05"

@@ -37,13 +37,15 @@ def _sel(labels: dict[str, str], **extra: str) -> str:
 
 
 def _pod(pod: str, native: float | None, log: float | None) -> dict[str, str]:
-    """30 minutes of steady decoding: 60 verify calls and 60 decode lines a minute."""
+    """30 minutes of steady decoding: 60 verify calls, 6 finished requests (each with its
+    prefill token) and 60 decode lines a minute."""
     series: dict[str, str] = {}
     if native is not None:
         s = _sglang(pod)
         series[f'sglang:generation_tokens_total{{{_sel(s, is_streaming="false")}}}'] = counter(
-            (60 * native, 30)
+            (60 * native + 6, 30)
         )
+        series[f'sglang:num_requests_total{{{_sel(s, is_streaming="false")}}}'] = counter((6, 30))
         series[f"sglang:spec_verify_calls_total{{{_sel(s)}}}"] = counter((60, 30))
     if log is not None:
         e = _exporter(pod)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 from pathlib import Path
 
 import pytest
@@ -33,9 +34,9 @@ def test_committed_rules_pass_promtool_check(promtool: str) -> None:
     result = run(promtool, "check", "rules", str(RULES))
     assert result.returncode == 0, result.stdout + result.stderr
     # Each family at 5m, plus SpecDecodeDraftsRejected's 2m accept-length means (native and
-    # log-derived).
-    assert _record_count(render_rules()) == len(RECORDING_RULES) + 2
-    expected = len(ALERTS) + len(RECORDING_RULES) + 2
+    # log-derived) and verify calls per request (whether the native mean is read).
+    assert _record_count(render_rules()) == len(RECORDING_RULES) + 3
+    expected = len(ALERTS) + len(RECORDING_RULES) + 3
     assert f"SUCCESS: {expected} rules found" in result.stdout
 
 
@@ -62,6 +63,51 @@ def test_a_broken_threshold_makes_the_unit_tests_fail(
     assert "SpecDecodeDraftsRejected" in result.stdout + result.stderr
 
 
+# Each piece of the native accept length that short replies need, taken out of the committed
+# rule file, fails the scenario written for it (promtool names the failing group).
+_SHORT_REPLY_GUARDS = [
+    pytest.param(
+        "    - sum without (is_streaming, priority) (rate(sglang:num_requests_total[2m]))\n",
+        "    - 0 * sum without (is_streaming, priority) (rate(sglang:num_requests_total[2m]))\n",
+        "spec-decode-drafts-rejected.yml", "8-token replies, every draft rejected: 7 verify",
+        id="prefill-token",
+    ),
+    pytest.param(
+        "max without (tp_rank, pp_rank, moe_ep_rank, priority) "
+        "(rate(sglang:num_retracted_requests_total[2m]))",
+        "sum without (tp_rank, pp_rank, moe_ep_rank, priority) "
+        "(rate(sglang:num_retracted_requests_total[2m]))",
+        "spec-decode-drafts-rejected.yml", "8-token replies, every draft rejected, 30 retractions",
+        id="retraction-per-rank",
+    ),
+    pytest.param(
+        "ratio_rate2m >= 4)", "ratio_rate2m >= 0)",
+        "spec-decode-drafts-rejected.yml", "healthy 2-token replies", id="verify-per-request",
+    ),
+    pytest.param(
+        "- clamp_max(\n            instance:sglang_spec_accept_length_max:ratio_rate5m",
+        "- clamp_max(\n            instance:sglang_spec_accept_length:ratio_rate5m",
+        "spec-serve-accept-length-mismatch.yml", "healthy 8-token replies at 3.00 a pass, 4",
+        id="trimmed-drafts-band",
+    ),
+]
+
+
+@pytest.mark.parametrize(("good", "bad", "test_name", "group"), _SHORT_REPLY_GUARDS)
+def test_each_short_reply_guard_is_load_bearing(
+    promtool: str, promtool_tests: Path, tmp_path: Path, good: str, bad: str, test_name: str,
+    group: str,
+) -> None:
+    text = RULES.read_text()
+    assert good in text, f"the committed rule file no longer holds {good!r}"
+    (tmp_path / "specserve-rules.yml").write_text(text.replace(good, bad))
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / test_name).write_text((promtool_tests / test_name).read_text())
+    result = run(promtool, "test", "rules", test_name, cwd=tmp_path / "tests")
+    output = result.stdout + result.stderr
+    assert result.returncode != 0, output
+    assert f"name: {group}" in output.split("FAILED:", 1)[-1], output
+
 def _keys(firing: tuple) -> set[tuple]:
     return {(tuple(sorted(f.labels.items())), f.value_text) for f in firing}
 
@@ -81,7 +127,12 @@ def test_every_alert_has_fire_resolve_and_silent_cases(name: str) -> None:
 
 
 def test_every_recording_rule_is_unit_tested() -> None:
-    tested = {record[0] for case in RECORDING_CASES for record in case.records}
+    # A record read to 3 decimals (promtool_cases._rounded) is tested too.
+    tested = {
+        re.sub(r"^round\((.+), 0\.001\)$", r"\1", record[0])
+        for case in RECORDING_CASES
+        for record in case.records
+    }
     assert tested == {r["record"] for r in render_rules()["groups"][0]["rules"]}
 
 

@@ -25,7 +25,16 @@ from helpers import FIXTURES, PROFILES, run_cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from specserve.profile.bounded import MAX_DEPTH, MAX_ITEMS, MAX_NODES, MAX_PROFILE_BYTES
+from specserve.profile import bounded
+from specserve.profile.bounded import (
+    MAX_DEPTH,
+    MAX_EXPANDED_BYTES,
+    MAX_ITEMS,
+    MAX_NODES,
+    MAX_PROFILE_BYTES,
+    InputError,
+    check_structure,
+)
 
 SPECSERVE = str(Path(sys.executable).with_name("specserve"))
 LAUNCH = str(Path(sys.executable).with_name("specserve-launch"))
@@ -127,6 +136,32 @@ def content_cases(tmp: Path) -> dict[str, tuple[Path, str]]:
             ).encode(),
             "aliases counted",
         ),
+        # 1,001 values, under MAX_NODES, but 900 MB of argv: render ran for minutes.
+        "900 KB anchor aliased 1,000 times": (
+            good.replace(
+                "enable_metrics: true",
+                "enable_metrics: true\n  extra_args: [--chat-template, &t "
+                + "t" * 900_000
+                + ", "
+                + ", ".join(["*t"] * 1000)
+                + "]",
+            ).encode(),
+            "expands to 900,900,",
+        ),
+        # Past the text limit the walk goes on counting (to name the whole size): it must
+        # stay as cheap over the rest of a 1 MiB file as the item limit was.
+        "text over the limit, then 300k items": (
+            (
+                "x: &x "
+                + "x" * 2000
+                + "\ny: ["
+                + ",".join(["*x"] * 600)
+                + "]\nz: ["
+                + ",".join(["a"] * 300_000)
+                + "]\n"
+            ).encode(),
+            "bytes of text (aliases counted",
+        ),
         "recursive alias": (b"name: &n [*n]\n", "recursive"),
         "YAML syntax error": (b"name: [unclosed\n", "not valid YAML at line"),
     }
@@ -146,6 +181,8 @@ CONTENT = [
     "over 1 MiB",
     "300k extra_args under 1 MiB",
     "5M extra_args by alias",
+    "900 KB anchor aliased 1,000 times",
+    "text over the limit, then 300k items",
     "recursive alias",
     "YAML syntax error",
 ]
@@ -307,6 +344,48 @@ def test_limits_are_generous_for_real_profiles() -> None:
     )
     assert "has over" not in out, "exactly MAX_ITEMS items is allowed"
     assert MAX_DEPTH >= 8 and MAX_NODES >= 10 * MAX_ITEMS
+
+
+def test_aliases_count_as_the_bytes_of_text_they_stand_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    # key a (1) + "héllo" (6 bytes in UTF-8) + key b (1) + [*x, *x] (12) + key c (1) + the
+    # list anchored as &l: "zz" (2) + *x (6) = 8 + key d (1) + *l (8): 38 bytes of text.
+    doc = "a: &x héllo\nb: [*x, *x]\nc: &l [zz, *x]\nd: *l\n"
+    monkeypatch.setattr(bounded, "MAX_EXPANDED_BYTES", 38)
+    check_structure(doc)  # exactly at the limit: allowed
+    monkeypatch.setattr(bounded, "MAX_EXPANDED_BYTES", 37)
+    with pytest.raises(InputError) as refused:
+        check_structure(doc)
+    message = str(refused.value)
+    assert message.startswith("d: the document expands to 38 bytes of text"), message
+    assert "over the 37-byte limit" in message and "Fix: write the value once" in message
+    assert "\n" not in message
+
+
+def test_the_expanded_size_counts_every_alias_even_past_the_limit() -> None:
+    """The refusal names the whole expanded size (walked as events, nothing built), not the
+    point where the limit was passed."""
+    value = "v" * 600_000
+    doc = f"a: &x {value}\nb: [{', '.join(['*x'] * 50)}]\n"
+    with pytest.raises(InputError) as refused:
+        check_structure(doc)
+    total = 1 + len(value) + 1 + 50 * len(value)
+    assert f"b[0]: the document expands to {total:,} bytes of text" in str(refused.value)
+    assert f"over the {MAX_EXPANDED_BYTES:,}-byte limit" in str(refused.value)
+
+
+def test_a_profile_that_aliases_within_the_limit_still_renders(tmp_path: Path) -> None:
+    text = good_text().replace(
+        "enable_metrics: true",
+        "enable_metrics: true\n  extra_args: [--chat-template, &t " + "t" * 100_000 + "]\n"
+        "env:\n  TEMPLATE_COPY: *t",
+    )
+    path = tmp_path / "aliased.yaml"
+    path.write_text(text)
+    code, out, err = run_cli("render", str(path), "--configs-only", "--format", "json")
+    assert code == 0, err
+    rendered = json.loads(out)
+    assert rendered["env"]["TEMPLATE_COPY"] == "t" * 100_000
+    assert rendered["argv"][-1] == "t" * 100_000
 
 
 # --- property: random bytes and random structures never give a traceback ----------------

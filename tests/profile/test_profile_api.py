@@ -9,22 +9,23 @@ from helpers import KIMI, REPO, kimi_doc, run_cli, write_doc
 
 from specserve.buckets import BUCKET_LABELS
 from specserve.profile import Profile, ProfileError, load_profile
+from specserve.profile.facts import facts
 from specserve.profile.schema import profile_schema
 
 
 def test_exporter_api_on_default_profile():
     profile = load_profile(KIMI)
     assert isinstance(profile, Profile)
-    assert profile.speculative_draft_tokens == 4
+    assert facts(profile).draft_tokens == 4
     assert profile.baseline == {"1": 90.0}
 
 
 def test_speculation_off_has_no_draft_tokens(tmp_path):
     doc = kimi_doc()
     doc["drafter"] = {"algorithm": "none"}
-    assert load_profile(write_doc(tmp_path, doc)).speculative_draft_tokens is None
+    assert facts(load_profile(write_doc(tmp_path, doc))).draft_tokens is None
     del doc["drafter"]
-    assert load_profile(write_doc(tmp_path, doc)).speculative_draft_tokens is None
+    assert facts(load_profile(write_doc(tmp_path, doc))).draft_tokens is None
 
 
 def test_standin_paths_resolve_against_the_profile_dir():

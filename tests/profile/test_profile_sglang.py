@@ -208,6 +208,48 @@ def test_every_eagle_class_of_the_registry_is_recognised(tmp_path, version):
         assert any(problem in e["problem"] for e in _on(report, "errors", "drafter.algorithm"))
 
 
+@VERSIONS
+def test_a_drafter_of_another_algorithms_family_is_refused_naming_that_algorithm(
+    tmp_path, version
+):
+    """Every MTP and block-drafter (DFLASH, DSPARK) class of the registry, given EAGLE3 or
+    STANDALONE: an error naming the algorithm that loads it and the file that serves it; an
+    architecture in no family, given EAGLE3, is an error naming the classes EAGLE3 takes."""
+    from specserve.profile.checks.speculative import FROZEN_KV_MTP_DRAFTERS
+    from specserve.upstream.contract import BLOCK_DRAFTER_KINDS
+
+    contract = sglang_contract(version)
+    cases = [(d, "MTP", "EAGLE / NEXTN") for d in contract.mtp_drafters]
+    cases += [(d, kind, kind) for kind in BLOCK_DRAFTER_KINDS
+              for d in contract.block_drafters[kind]]  # fmt: skip
+    assert {k for _, k, _ in cases} == {"MTP", "DFLASH", "DSPARK"}, cases
+    for n, (drafter, kind, loads) in enumerate(cases):
+        for algorithm in ("EAGLE3", "STANDALONE"):
+            work = tmp_path / f"{n}-{algorithm}"
+            work.mkdir()
+            root = _mla_root(work, architectures=[drafter.architecture])
+            code, report = _check(_mla_profile(algorithm), work, version, root)
+            assert code == 1, (drafter, report)
+            [err] = _on(report, "errors", "drafter.algorithm")
+            if drafter.architecture in FROZEN_KV_MTP_DRAFTERS:  # SGLang runs FROZEN_KV_MTP
+                assert "FROZEN_KV_MTP" in err["fix"], err
+                continue
+            assert err["problem"] == (
+                f"the drafter's config.json declares {drafter.architecture}, a {kind} drafter of "
+                f"SGLang {version} ({drafter.module}), which {loads} loads, but the algorithm "
+                f"is {algorithm}"
+            ), err
+            # Every family's algorithm is a profile choice: the fix names it.
+            want = "set drafter.algorithm: " + ("EAGLE" if kind == "MTP" else kind)
+            assert err["fix"] == want, err
+    root = _mla_root(tmp_path / "plain", architectures=["LlamaForCausalLM"])
+    code, report = _check(_mla_profile("EAGLE3"), tmp_path / "plain", version, root)
+    assert code == 1, report
+    [err] = _on(report, "errors", "drafter.algorithm")
+    assert "none of the EAGLE-3 drafter classes" in err["problem"]
+    assert all(a in err["fix"] for a in contract.eagle3_drafter_architectures), err
+
+
 # --- 3. every way of turning decode CUDA graphs off --------------------------------------------
 
 GRAPHS_OFF = {
@@ -397,7 +439,14 @@ def test_flags_0523_removed_are_refused_there_only(tmp_path, flag):
     [err] = _on(report, "errors", "server.extra_args[0]")
     assert f"{flag} is not an option of SGLang 0.5.23 (SGLang 0.5.21 has it)" in err["problem"]
     assert "--sglang-version 0.5.21" in err["fix"]
-    assert _check(doc, tmp_path, "0.5.21")[0] == 0
+    code, report = _check(doc, tmp_path, "0.5.21")
+    if "compiler" in flag:
+        assert code == 0, report
+        return
+    # 0.5.21 has the flag, and refuses it at start for anything but EAGLE (speculative_hook.py).
+    assert code == 1
+    [err] = _on(report, "errors", "server.extra_args[0]")
+    assert "only supported with speculative_algorithm == EAGLE, got EAGLE3" in err["problem"]
 
 
 @VERSIONS
@@ -493,7 +542,11 @@ def test_lower_case_algorithm_is_accepted_and_rendered_canonical(tmp_path):
 
 @pytest.mark.parametrize(
     ("value", "problem"),
-    [("DFLASH", "'DFLASH' is not one of"), ("Eagle3", "mixes cases; write it EAGLE3")],
+    [
+        ("MEDUSA", "'MEDUSA' is not one of"),
+        ("UNO", "'UNO' is an SGLang algorithm this profile does not take"),
+        ("Eagle3", "mixes cases; write it EAGLE3"),
+    ],
 )
 def test_unsupported_algorithm_is_refused_with_the_valid_list(tmp_path, value, problem):
     doc = kimi_doc()
@@ -502,7 +555,9 @@ def test_unsupported_algorithm_is_refused_with_the_valid_list(tmp_path, value, p
     assert code == 1
     [err] = _on(report, "errors", "drafter.algorithm")
     assert problem in err["problem"]
-    assert err["fix"].startswith("use one of: EAGLE, EAGLE3, NEXTN, STANDALONE, NGRAM")
+    assert err["fix"].startswith(
+        "use one of: EAGLE, EAGLE3, NEXTN, STANDALONE, NGRAM, DFLASH, DSPARK"
+    )
 
 
 def test_every_supported_algorithm_is_one_sglang_accepts():

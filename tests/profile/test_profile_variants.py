@@ -53,7 +53,7 @@ def test_no_cap_is_invented_without_speculation():
 
 
 def test_cap_per_algorithm_and_spelling():
-    for algorithm in ("EAGLE3", "eagle", "NEXTN", "STANDALONE", "NGRAM"):
+    for algorithm in ("EAGLE3", "eagle", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "dspark"):
         doc = {"drafter": {"algorithm": algorithm}, "server": {}}
         assert speculative_max_running_requests(doc) == 48, algorithm
         assert speculative_max_running_requests(doc, "0.5.23") == 48, algorithm

@@ -153,3 +153,25 @@ def test_a_server_process_serves_the_active_shape_on_metrics(start_standin, tmp_
     assert value is not None and float(value.group(1)) == pytest.approx(last[3])
     info = requests.get(server.url + "/server_info", timeout=5).json()
     assert info["speculative_adaptive"] is True
+
+
+@pytest.mark.parametrize(("level", "printed"), [("info", True), ("debug", True),
+                                                 ("warning", False), ("error", False)])
+def test_batch_lines_follow_the_log_level_as_sglangs_do(
+    tmp_path: Path, level: str, printed: bool
+) -> None:
+    """SGLang writes Prefill / Decode batch lines with logger.info (tests/contract/
+    test_log_level.py runs its configure_logger per level); the stand-in drops them alike."""
+    argv = ["--model-path", str(tmp_path / "model"), "--decode-log-interval", "2",
+            "--log-level", level]  # fmt: skip
+    out = io.StringIO()
+    engine = Engine(parse_args(argv, "0.5.21"), _Fixed(0.5), LinePrinter("", out), None,  # type: ignore[arg-type]
+                    90.0, 0.0, False)
+    engine.start()
+    try:
+        _run(engine, 1, 8)
+    finally:
+        engine.shutdown(1.0)
+    text = out.getvalue()
+    assert ("Decode batch" in text and "Prefill batch" in text) is printed, text
+    assert ("Decode batch" in text or "Prefill batch" in text) is printed, text

@@ -13,9 +13,11 @@ scheduler has nothing to run): the stand-in's gauges must equal SGLang's after e
 relies on, and the held ones (accept length, steps) keep their values.
 
 Then a running stand-in with --enable-metrics and speculation serves requests: its native accept
-length (generated tokens / verify calls, the recording rule's formula) agrees with the `accept
-len` of its decode lines within SpecServeAcceptLengthMismatch's default tolerance, as a healthy
-server's must; and once its last request is answered its running gauge reads 0, like /v1/loads.
+length (generated tokens less one prefill token per request, over verify calls: the recording
+rule's formula) agrees with the `accept len` of its decode lines within
+SpecServeAcceptLengthMismatch's default tolerance, as a healthy server's must; with every draft
+rejected it reads exactly 1.00 for 2-, 8- and 200-token replies, as the decode lines do; and
+once its last request is answered its running gauge reads 0, like /v1/loads.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from specserve.monitoring.metrics import (
     SGLANG_CUDA_GRAPH_PASSES,
     SGLANG_GENERATION_TOKENS,
     SGLANG_INTER_TOKEN_LATENCY,
+    SGLANG_REQUESTS,
     SGLANG_RUNNING_REQUESTS,
     SGLANG_SPEC_VERIFY_CALLS,
     SGLANG_TIME_TO_FIRST_TOKEN,
@@ -48,7 +51,8 @@ from tests.standin.helpers import make_drafter
 
 HERE = Path(__file__).resolve().parent
 ACCEPT_LEN = re.compile(r"accept len: ([0-9.]+)")
-MODEL_PATH = "tests/fixtures/models/Llama-3.1-8B-Instruct"  # resolution reads its config.json
+# resolution reads its config.json; absolute: the fork server runs outside the checkout
+MODEL_PATH = str(HERE.parent / "fixtures" / "models" / "Llama-3.1-8B-Instruct")
 MODEL = "demo"
 EVENTS: list[list[Any]] = [
     ["first_token", 0.5, True],
@@ -215,49 +219,104 @@ def test_the_scheduler_gauges_equal_sglangs_busy_then_idle(version: str) -> None
         assert _gauge(seen["idle"], held) == value
 
 
-def _accept_lengths(text: str) -> tuple[float, float]:
-    tokens = verify = 0.0
+def _counts(text: str) -> dict[str, float]:
+    """Generated tokens, finished requests and verify calls on a /metrics page, each summed."""
+    wanted = (SGLANG_GENERATION_TOKENS, SGLANG_REQUESTS, SGLANG_SPEC_VERIFY_CALLS)
+    counts = dict.fromkeys(wanted, 0.0)
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
-            if sample.name == SGLANG_GENERATION_TOKENS:
-                tokens += sample.value
-            elif sample.name == SGLANG_SPEC_VERIFY_CALLS:
-                verify += sample.value
-    return tokens, verify
+            if sample.name in counts:
+                counts[sample.name] += sample.value
+    return counts
+
+
+def _native(counts: dict[str, float]) -> float:
+    """The recording rule's native accept length: generated tokens less each request's prefill
+    token, over verify calls (instance:sglang_spec_accept_length:ratio_rate; no retraction in
+    the stand-in)."""
+    verify = counts[SGLANG_SPEC_VERIFY_CALLS]
+    return (counts[SGLANG_GENERATION_TOKENS] - counts[SGLANG_REQUESTS]) / verify
+
+
+def _speculating(start_standin: Any, tmp_path: Path, env: dict[str, str] | None = None) -> Any:
+    drafter = make_drafter(tmp_path, "LlamaForCausalLMEagle3")
+    return start_standin(
+        "--enable-metrics", "--speculative-algorithm", "EAGLE3",
+        "--speculative-draft-model-path", str(drafter),
+        "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
+        "--speculative-num-draft-tokens", "4", "--decode-log-interval", "5",
+        env=env,
+    )  # fmt: skip
+
+
+def _generate(server: Any, i: int, max_new_tokens: int, ignore_eos: bool = False) -> None:
+    reply = requests.post(
+        server.url + "/generate",
+        json={"text": f"prompt {i}", "stream": i % 2 == 1,
+              "sampling_params": {"max_new_tokens": max_new_tokens, "ignore_eos": ignore_eos}},
+        timeout=60,
+    )  # fmt: skip
+    assert reply.status_code == 200, reply.text
+
+
+def _served(server: Any, before: dict[str, float]) -> dict[str, float]:
+    """The counts since `before` (the server's own warm-up request is counted, as upstream's)."""
+    now = _counts(requests.get(server.url + "/metrics", timeout=10).text)
+    return {name: now[name] - before[name] for name in now}
 
 
 def test_a_speculating_standin_counts_tokens_and_verify_calls(
     start_standin: Any, tmp_path: Path
 ) -> None:
-    drafter = make_drafter(tmp_path, "LlamaForCausalLMEagle3")
-    server = start_standin(
-        "--enable-metrics", "--speculative-algorithm", "EAGLE3",
-        "--speculative-draft-model-path", str(drafter),
-        "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
-        "--speculative-num-draft-tokens", "4", "--decode-log-interval", "5",
-    )  # fmt: skip
-    completions = 0
+    server = _speculating(start_standin, tmp_path)
     for i in range(4):
-        reply = requests.post(
-            server.url + "/generate",
-            json={"text": f"prompt {i}", "sampling_params": {"max_new_tokens": 40},
-                  "stream": i % 2 == 1},
-            timeout=60,
-        )  # fmt: skip
-        assert reply.status_code == 200, reply.text
-        completions += 1
+        _generate(server, i, 40)
     text = requests.get(server.url + "/metrics", timeout=10).text
-    tokens, verify = _accept_lengths(text)
-    assert completions == 4 and tokens >= 4 and verify > 0, text[-2000:]
-    native = tokens / verify
+    counts = _counts(text)
+    # The four requests and the warm-up one.
+    assert counts[SGLANG_REQUESTS] == 5 and counts[SGLANG_SPEC_VERIFY_CALLS] > 0, text[-2000:]
+    native = _native(counts)
+    # The most the log may read: each request's last pass may have accepted up to 3 (draft
+    # tokens - 1) drafts past the reply's end, which only the decode lines count.
+    most = native + counts[SGLANG_REQUESTS] * 3 / counts[SGLANG_SPEC_VERIFY_CALLS]
     logged = [float(m[1]) for m in map(ACCEPT_LEN.search, server.lines()) if m]
     assert logged, "no decode line with an accept len"
     log_mean = sum(logged) / len(logged)
     tolerance = ALERTS_BY_NAME["SpecServeAcceptLengthMismatch"].threshold("tolerance").default
     assert isinstance(tolerance, float)
-    assert 1.0 < native <= 4.0 + 1.0, (tokens, verify)
-    assert abs(native - log_mean) / native < tolerance, (native, log_mean, logged)
+    assert 1.0 < native <= 4.0, counts
+    # SpecServeAcceptLengthMismatch's value, as a healthy server's must stay under it.
+    outside = max(native - log_mean, log_mean - most, 0.0) / native
+    assert outside < tolerance, (native, most, log_mean, logged)
     assert 'is_streaming="true"' in text and 'is_streaming="false"' in text
+
+
+@pytest.mark.parametrize("reply_tokens", [2, 8, 200])
+def test_every_draft_rejected_reads_one_at_any_reply_length(
+    start_standin: Any, tmp_path: Path, reply_tokens: int
+) -> None:
+    """The adversarial case of issue 26: every draft rejected. SGLang's completion_tokens /
+    spec_verify_ct counts each reply's prefill token (8 / 7 = 1.14 for 8-token replies); the
+    recording rule's native value, like the decode lines, reads exactly 1.00."""
+    behaviour = tmp_path / "behaviour.yaml"
+    behaviour.write_text("acceptance: 0.0\n", encoding="utf-8")
+    server = _speculating(
+        start_standin, tmp_path, env={"SPECSERVE_STANDIN_BEHAVIOUR_FILE": str(behaviour)}
+    )
+    replies = 3
+    before = _counts(requests.get(server.url + "/metrics", timeout=10).text)
+    for i in range(replies):
+        _generate(server, i, reply_tokens, ignore_eos=True)
+    counts = _served(server, before)
+    # One token from each prefill, one from each verify pass: upstream's counting.
+    assert counts == {
+        SGLANG_GENERATION_TOKENS: replies * reply_tokens,
+        SGLANG_REQUESTS: replies,
+        SGLANG_SPEC_VERIFY_CALLS: replies * (reply_tokens - 1),
+    }, counts
+    assert _native(counts) == 1.0
+    logged = {m[1] for m in map(ACCEPT_LEN.search, server.lines()) if m}
+    assert logged <= {"1.00"}, logged
 
 
 def _running_gauge(url: str) -> float | None:

@@ -143,3 +143,27 @@ def test_a_server_that_speculates_against_a_profile_that_does_not(speculative: S
     assert result.returncode == 1, result.stdout
     assert re.search(r"FAIL speculation: [1-9]\d* decode windows with an accept length \(need 0: "
                      r"the profile turns speculation off\)", result.stdout), result.stdout
+
+
+def test_a_server_on_another_tree_than_the_profile_fails_on_its_draft_tokens(
+    speculative: Serving,
+) -> None:
+    """The server runs the stand-in profile's 3 / 1 / 4; judged against a profile whose tree is
+    5 / 1 / 6, the gate reads the server's own count from /server_info."""
+    other = speculative.profile_like("other-tree.yaml", **{"drafter.num_steps": 5,
+                                                           "drafter.num_draft_tokens": 6})
+    result = speculative.verify(profile=other)
+    assert result.returncode == 1, result.stdout
+    assert ("FAIL draft tokens: the server runs 4 (server_info), the profile 6 (its tree, or "
+            "SGLang's choice for it)") in result.stdout
+    assert re.search(r"ok   mean accept length: [0-9.]+ within the 6 draft tokens", result.stdout)
+
+
+def test_no_decode_lines_names_the_server_setting_that_silenced_them(tmp_path: Path) -> None:
+    with serving(tmp_path, **{"logging.decode_log_interval": 1000}) as s:
+        result = s.verify(*ROLE_KNOBS, "--max-tokens", "64", "--metrics-timeout", "2")
+    assert result.returncode == 1, result.stdout
+    assert ("FAIL decode lines from the warm-up: 0 (need > 0; the exporter had 2 s to count them: "
+            "verify_metrics_timeout_s; warm-up: --requests = 2 of --max-tokens = 64); the "
+            "server's decode_log_interval is 1000 (server_info): one Decode batch line per 1000 "
+            "decode steps, and a warm-up request decodes 64 tokens") in result.stdout

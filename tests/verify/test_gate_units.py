@@ -103,7 +103,44 @@ def test_server_info_falls_back_to_the_deprecated_alias_only_on_404() -> None:
         ("/server_info", ["/server_info", "/get_server_info"]),  # an older one
     ):
         with _old_sglang(missing) as (url, asked):
-            summary = server.summary(requests.Session(), url, api_key=None)
+            summary = server.summary(server.server_info(requests.Session(), url), api_key=None)
         assert asked == expected
         assert summary.startswith("SGLang 0.4.0, speculative algorithm EAGLE3"), summary
         assert "launch command: sglang --api-key" in summary and "sk-in-info" not in summary
+
+
+def test_the_gate_says_which_server_setting_silenced_the_decode_lines() -> None:
+    s = gate.Settings(server="", exporters=[], profile=PROFILE, max_tokens=64)
+    for info, why in [
+        ({"log_level": "warning"}, "; the server's log level is warning (server_info log_level)"),
+        ({"log_level": "ERROR"}, "; the server's log level is ERROR"),
+        ({"log_level": "info", "decode_log_interval": 100},
+         "; the server's decode_log_interval is 100 (server_info): one Decode batch line per "
+         "100 decode steps, and a warm-up request decodes 64 tokens"),
+    ]:  # fmt: skip
+        served = gate.Served(silent_because=server.why_no_decode_lines(info, s.max_tokens))
+        verdict = gate.judge(s, _window(0, 0, 0, 1.0), served)
+        assert not verdict.passed
+        assert verdict.lines[0].startswith("FAIL decode lines from the warm-up: 0 "), verdict
+        assert why in verdict.lines[0], verdict.lines[0]
+    # Settings that print the lines give no reason; nor does a server_info that is not there.
+    for info in ({"log_level": "debug", "decode_log_interval": 40}, {"log_level": "info"},
+                 "/server_info not readable here"):
+        assert server.why_no_decode_lines(info, 64) is None
+    # Enough lines: no reason is given even if the server says warning (a logging config file).
+    said = gate.Served(silent_because="the server's log level is warning")
+    assert "log level" not in gate.judge(s, _window(4, 10, 4, 1.0), said).lines[-1]
+
+
+def test_the_draft_tokens_bound_the_accept_length_and_match_the_server() -> None:
+    s = gate.Settings(server="", exporters=[], profile=PROFILE)  # tree 3 / 1 / 4
+    assert gate.judge(s, _window(4, 16, 4, 1.0), gate.Served(draft_tokens=4)).passed  # 4.0
+    above = gate.judge(s, _window(4, 17, 4, 1.0), gate.Served(draft_tokens=4))
+    assert not above.passed
+    assert above.lines[0] == "FAIL mean accept length: 4.25 within the 4 draft tokens"
+    other = gate.judge(s, _window(4, 10, 4, 1.0), gate.Served(draft_tokens=8))
+    assert not other.passed
+    assert other.lines[0] == ("FAIL draft tokens: the server runs 8 (server_info), the profile 4 "
+                              "(its tree, or SGLang's choice for it)")
+    # A server_info without the field (older servers) is not a failure.
+    assert gate.judge(s, _window(4, 10, 4, 1.0), gate.Served()).passed

@@ -5,10 +5,14 @@ the controller's hostname, the PID of its `ansible-playbook` and that process's 
 the user, the play, and since when. A second deploy waits (bounded) and then fails naming the
 holder. A holder is stale, and its lock taken over, when
 
-  - it was taken from this controller and its `ansible-playbook` process is gone (a SIGKILL or
-    SIGINT skips the play's release), or
-  - it is older than `stale_s` (a holder on another controller, whose PID cannot be checked
-    from here).
+  - it was taken from this controller (the same machine and boot, not merely the same
+    hostname) and its `ansible-playbook` process is gone (a SIGKILL or SIGINT skips the play's
+    release), or this controller has rebooted since;
+  - the node has rebooted since it was taken; or
+  - its lease ran out: it was taken or last renewed (each phase of a deploy renews it) more than
+    `stale_s` ago by the node's own monotonic clock (a holder on another controller, whose PID
+    cannot be checked from here). A controller's wall clock, hours off or another machine's,
+    never decides.
 """
 
 from __future__ import annotations
@@ -80,17 +84,41 @@ def alive(pid: int, start: str) -> bool:
     return not start or _proc_start(pid) == start
 
 
-def stale_reason(holder: dict[str, Any], controller: str, now: float, stale_s: float) -> str:
-    """Why `holder` no longer holds the lock, or "" while it does."""
-    age = now - float(holder.get("since_epoch") or 0)
+def controller_id() -> str:
+    """This controller, exactly: its machine and its boot. A hostname is not an identity (two
+    controllers in containers are both `ansible`), and a PID means something only on the
+    machine and boot that issued it."""
+    parts = []
+    for path in ("/etc/machine-id", "/proc/sys/kernel/random/boot_id"):
+        try:
+            with open(path, encoding="ascii") as handle:
+                parts.append(handle.read().strip())
+        except OSError:
+            parts.append("")
+    return "/".join(parts)
+
+
+def stale_reason(holder: dict[str, Any], controller: str, seen: dict[str, Any],
+                 stale_s: float, me: str | None = None) -> str:
+    """Why `holder` no longer holds the lock, or "" while it does. `seen` is the host's view of
+    the lock (its age by the host's monotonic clock, renewed by the holder at each phase; or
+    that the host rebooted since): a controller's wall clock never decides."""
+    me = controller_id() if me is None else me
+    age = seen.get("age_s")
+    if seen.get("host_rebooted"):
+        return "the node has rebooted since it was taken"
     if holder.get("unreadable"):
-        return "the lock file is unreadable" if age > stale_s else ""
-    if holder.get("controller") == controller and not alive(
-        int(holder.get("pid") or 0), str(holder.get("pid_start") or "")
-    ):
+        return (f"the lock file is unreadable and {age:.0f} s old, more than the stale age "
+                f"{stale_s:.0f} s") if age is not None and age > stale_s else ""
+    mine = holder.get("controller_id") == me and bool(me.strip("/"))
+    if mine and not alive(int(holder.get("pid") or 0), str(holder.get("pid_start") or "")):
         return f"its ansible-playbook (pid {holder.get('pid')}) is gone on {controller}"
-    if age > stale_s:
-        return f"it is {age:.0f} s old, more than the stale age {stale_s:.0f} s"
+    same_machine = str(holder.get("controller_id", "")).split("/")[0] == me.split("/")[0]
+    if same_machine and me.split("/")[0] and not mine and holder.get("controller_id"):
+        return f"{controller} has rebooted since it was taken (its ansible-playbook is gone)"
+    if age is not None and age > stale_s:
+        return (f"it was last renewed {age:.0f} s ago by the node's clock, more than the stale "
+                f"age {stale_s:.0f} s")
     return ""
 
 
@@ -117,6 +145,17 @@ class ActionModule(ActionBase):
         if not path:
             raise AnsibleActionFail("specserve_lock needs `path`")
         node = (task_vars or {}).get("inventory_hostname", "?")
+        if args.get("state", "acquired") == "renewed":
+            out = self._execute_module("specserve_lock", module_args={
+                "path": path, "state": "renewed", "holder": {"token": str(args.get("token"))}},
+                task_vars=task_vars)
+            result.update(changed=False, renewed=bool(out.get("renewed")))
+            if not out.get("renewed"):
+                result.update(failed=True, msg=(
+                    f"The deploy lock {path} is no longer this play's: it is held by "
+                    f"{describe(out.get('holder') or {}, time.time())}. Another deploy took it "
+                    "over; this one stops here."))
+            return result
         if args.get("state", "acquired") == "released":
             out = self._execute_module("specserve_lock", module_args={
                 "path": path, "state": "released", "holder": {"token": str(args.get("token"))}},
@@ -138,6 +177,7 @@ class ActionModule(ActionBase):
             "controller": controller,
             "pid": pid,
             "pid_start": _proc_start(pid),
+            "controller_id": controller_id(),
             "user": getpass.getuser(),
             "play": str(args.get("play", "")),
             "node": node,
@@ -155,7 +195,7 @@ class ActionModule(ActionBase):
             if out.get("acquired"):
                 break
             other = out.get("holder") or {}
-            reason = stale_reason(other, controller, time.time(), stale_s)
+            reason = stale_reason(other, controller, out, stale_s)
             if reason:
                 taken = self._execute_module("specserve_lock", module_args={
                     "path": path, "holder": holder, "takeover_token": str(other.get("token", ""))},

@@ -6,8 +6,9 @@ image pulled, the new profile validated by the image's own launcher and staged o
 new container created (not started) as `<name>-next`. What is left between the stop and the
 start is only this, each step one command (no module transfer, no task boundary):
 
-  1. stop the old container (`docker stop --time T`: SIGTERM, SIGKILL after T) and wait until
-     its processes are gone, with a progress line every few seconds;
+  1. turn the old container's restart policy off, stop it (`docker stop --time T`: SIGTERM,
+     SIGKILL after T; also when it exited on its own, which cancels a restart Docker has
+     scheduled) and wait until its processes are gone, with a progress line every few seconds;
   2. wait until the server port is closed (something else listening there is an error);
   3. with GPUs, wait until `nvidia-smi` lists no compute process;
   4. keep the stopped container as `<name>-prev-1` with its `docker logs` (restart policy `no`,
@@ -63,8 +64,11 @@ docker rename "$id" "$name-prev-1"
 echo "kept as $name-prev-1 (docker logs $name-prev-1)"
 """
 
+# The profile it replaces is kept beside it (.specserve-prev): what the stopped server read, for
+# a rollback that has no readable last good record (restore_previous.yml).
 _INSTALL = r"""set -e
 src="$1"; dest="$2"; tmp="$dest.specserve-new"
+if [ -f "$dest" ]; then cp -p "$dest" "$dest.specserve-prev"; fi
 cp "$src" "$tmp"; chown 0:0 "$tmp"; chmod 0644 "$tmp"; mv -f "$tmp" "$dest"
 """
 
@@ -129,19 +133,26 @@ class Swap:
         timeout = int(self.args.get("stop_timeout", 120))
         drain = float(self.args.get("drain_timeout", 300))
         label = f"old server {old_id[:12]} (pid, status)"
-        if status in ("running", "restarting", "paused"):
-            self.say(f"stopping the old server {old_id[:12]} ({status}): docker stop --time "
-                     f"{timeout} (SIGTERM, SIGKILL after {timeout} s)")
-            # In the background, so that the wait below prints while a slow server shuts down.
-            self._ok(sh('docker stop --time "$1" "$2" >/dev/null 2>&1 </dev/null &',
-                        timeout, old_id), "docker stop")
-            self.result["stopped"] = True
+        if status == "created":
+            return  # never started: nothing runs, and Docker's restart policy never starts it
+        # Its restart policy off first: a container that exited on its own (a rank that lost its
+        # group) or is between two restarts would otherwise be started again by Docker between
+        # this wait and the keep below, and be kept as <name>-prev-1 still running.
+        self._ok(q("docker", "update", "--restart=no", old_id), "docker update --restart=no")
+        self.say(f"stopping the old server {old_id[:12]} ({status}): docker stop --time "
+                 f"{timeout} (SIGTERM, SIGKILL after {timeout} s)")
+        # Also for an exited one: `docker stop` cancels a restart Docker has already scheduled.
+        # In the background, so that the wait below prints while a slow server shuts down.
+        self._ok(sh('docker stop --time "$1" "$2" >/dev/null 2>&1 </dev/null &',
+                    timeout, old_id), "docker stop")
+        self.result["stopped"] = status in ("running", "restarting", "paused")
 
         def gone() -> tuple[bool, str]:
             rc, out, _ = self.run(q("docker", "inspect", "--format",
                                     "{{.State.Pid}} {{.State.Status}}", old_id))
             seen = out.strip() if rc == 0 else "0 removed"
-            return seen.startswith("0 "), seen
+            # "0 restarting" has no process but one is coming: not gone.
+            return seen in ("0 exited", "0 dead", "0 removed"), seen
 
         self._wait(label, gone, timeout + drain, "server_stop_timeout + server_drain_timeout_s",
                    "not starting a second server on top of it")

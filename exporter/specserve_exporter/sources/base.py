@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
@@ -21,6 +22,22 @@ class SourceState(StrEnum):
     FOLLOWING = "following"
     ERROR = "error"  # something the operator must fix (permissions, API unreachable)
     STOPPED = "stopped"
+
+
+class ErrorReason(StrEnum):
+    """Why a source is in the error state: the `reason` label of specserve_source_errors_total,
+    a fixed set so the label stays bounded whatever the path or the API says."""
+
+    DIRECTORY = "directory"  # the log path is a directory
+    FIFO = "fifo"  # a named pipe: opening it for reading would block, reading it never ends
+    DEVICE = "device"  # a character or block device (/dev/zero: endless bytes, no newline)
+    SOCKET = "socket"
+    OTHER_TYPE = "other_type"  # any other file type that is not a regular file
+    PERMISSION = "permission_denied"
+    OPEN = "open_failed"  # ELOOP, ENAMETOOLONG, EIO... on open
+    READ = "read_failed"  # EIO on read
+    API = "api_error"  # Docker Engine or Kubernetes API unreachable or refusing
+    UNEXPECTED = "unexpected"  # a bug in the exporter: reported and retried, never fatal
 
 
 @dataclass(frozen=True)
@@ -81,10 +98,22 @@ class Source:
         self._detail = ""
         self._since = time.time()
         self._reopens = 0
+        self._reason: ErrorReason | None = None
+        self._errors: Counter[ErrorReason] = Counter()
         self.stop_event = threading.Event()
 
-    def set_state(self, state: SourceState, detail: str = "") -> None:
+    def set_state(
+        self, state: SourceState, detail: str = "", reason: ErrorReason | None = None
+    ) -> None:
+        """`reason` says why, for ERROR (ignored otherwise; ERROR without one is UNEXPECTED).
+        Entering ERROR for a reason counts once per episode: a path that stays a directory is
+        one error, not one per poll."""
+        reason = (reason or ErrorReason.UNEXPECTED) if state is SourceState.ERROR else None
         with self._lock:
+            if reason is not None and (self._state is not SourceState.ERROR
+                                       or self._reason is not reason):
+                self._errors[reason] += 1
+            self._reason = reason
             if state != self._state or detail != self._detail:
                 self._state, self._detail, self._since = state, detail, time.time()
 
@@ -103,6 +132,11 @@ class Source:
 
     def reopens(self) -> int:
         return self.status().reopens
+
+    def errors(self) -> dict[ErrorReason, int]:
+        """Times the source went into the error state, by reason (every reason, 0 included)."""
+        with self._lock:
+            return {reason: self._errors[reason] for reason in ErrorReason}
 
     def stop(self) -> None:
         self.stop_event.set()

@@ -13,7 +13,7 @@ import docker
 import docker.errors
 import requests.exceptions
 
-from .base import LineBuffer, LineSink, ReconnectingSource, SourceState
+from .base import ErrorReason, LineBuffer, LineSink, ReconnectingSource, SourceState
 from .timestamped import TimestampStripper
 
 
@@ -62,6 +62,7 @@ class DockerSource(ReconnectingSource):
                 SourceState.ERROR,
                 f"Docker Engine API unreachable ({exc}): mount /var/run/docker.sock or set "
                 "DOCKER_HOST",
+                ErrorReason.API,
             )
             return
         kwargs: dict[str, object] = {"stream": True, "follow": True, "timestamps": True}

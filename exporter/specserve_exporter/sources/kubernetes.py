@@ -15,7 +15,7 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
-from .base import LineBuffer, LineSink, ReconnectingSource, SourceState
+from .base import ErrorReason, LineBuffer, LineSink, ReconnectingSource, SourceState
 from .timestamped import TimestampStripper
 
 
@@ -94,7 +94,7 @@ class KubernetesSource(ReconnectingSource):
         try:
             pod = self._pod_name()
         except (ApiException, urllib3.exceptions.HTTPError) as exc:
-            self.set_state(SourceState.ERROR, self._api_error("list pods", exc))
+            self.set_state(SourceState.ERROR, self._api_error("list pods", exc), ErrorReason.API)
             return
         if pod is None:
             self._seen_absent = True
@@ -128,7 +128,8 @@ class KubernetesSource(ReconnectingSource):
                     break
         except ApiException as exc:
             state = SourceState.ERROR if exc.status in (401, 403) else SourceState.WAITING
-            self.set_state(state, self._api_error(f"read the log of pod {pod}", exc))
+            self.set_state(
+                state, self._api_error(f"read the log of pod {pod}", exc), ErrorReason.API)
         except (urllib3.exceptions.HTTPError, OSError, AttributeError) as exc:
             self.set_state(SourceState.WAITING, f"pod log stream ended: {exc}")
         finally:

@@ -5,10 +5,18 @@ from __future__ import annotations
 from specserve.profile.checks.baseline import check_baseline
 from specserve.profile.checks.context import CheckOptions, ModelContext, build_context
 from specserve.profile.checks.envvars import check_env
+from specserve.profile.checks.execsize import check_exec_size
+from specserve.profile.checks.logs import check_logs
 from specserve.profile.checks.nodes import check_nodes
 from specserve.profile.checks.parallelism import check_parallelism
+from specserve.profile.checks.secrets import check_secrets
 from specserve.profile.checks.server import check_server
-from specserve.profile.checks.speculative import check_drafter_config, check_speculative
+from specserve.profile.checks.speculative import (
+    check_drafter_config,
+    check_speculative,
+    check_tree_known,
+)
+from specserve.profile.checks.startup import check_startup
 from specserve.profile.checks.weights import check_weights
 from specserve.profile.issues import Issue
 from specserve.profile.model import Profile
@@ -26,10 +34,15 @@ def run_checks(profile: Profile, options: CheckOptions | None = None) -> list[Is
     issues: list[Issue] = list(ctx.issues)
     issues += check_speculative(profile, contract)
     issues += check_drafter_config(profile, ctx, contract)
+    issues += check_tree_known(profile, ctx, contract)
     issues += check_parallelism(profile)
     issues += check_nodes(profile)
     issues += check_server(profile, contract)
+    issues += check_startup(profile, contract)
+    issues += check_logs(profile, contract)
+    issues += check_secrets(profile, contract)
     issues += check_env(profile)
+    issues += check_exec_size(profile, contract)
     if options.compare_baseline:
         issues += check_baseline(profile, options.image, contract.version)
     if not options.configs_only:

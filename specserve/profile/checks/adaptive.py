@@ -19,6 +19,7 @@ from specserve.adaptive import (
 from specserve.profile.issues import Issue, error, warning
 from specserve.profile.model import Drafter, Profile
 from specserve.profile.sglang import Contract
+from specserve.upstream import PINNED_VERSION
 
 ADAPTIVE_FLAG = "--speculative-adaptive"
 # Features `adaptive_unsupported_reason` refuses that a profile can only turn on in extra_args.
@@ -39,6 +40,18 @@ def server_flags(profile: Profile) -> ServerFlags:
         dp_attention=profile.parallelism.enable_dp_attention,
         **{name: _given(extra, flag) for name, flag in _EXTRA_FLAGS.items()},
     )
+
+
+def adaptive_kept(profile: Profile) -> bool:
+    """Whether SGLang keeps adaptive on for this profile: `_maybe_disable_adaptive` turns it
+    off, with a log warning, for the same settings in every verified version (0.5.23 words one
+    reason differently; its platform-specific refusals concern no CUDA worker)."""
+    d = profile.speculative
+    if d is None or not d.adaptive:
+        return False
+    # The version only picks the wording of the reason, never whether there is one.
+    reason = unsupported_reason(d.algorithm, d.eagle_topk, server_flags(profile), PINNED_VERSION)
+    return reason is None
 
 
 def adaptive_runs(profile: Profile, contract: Contract) -> bool:

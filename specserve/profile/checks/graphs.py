@@ -1,18 +1,27 @@
 """Decode CUDA graphs stay on unless the profile explicitly allows turning them off.
 
-The seeds measured 56.7 tok/s without CUDA graphs against 74.9 tok/s with them. SGLang turns the
-decode graph off in four ways, resolved in sglang/srt/arg_groups/cuda_graph_hook.py::
-parse_cuda_graph_config (0.5.21 and 0.5.23), lowest precedence first: the deprecated
-`--disable-cuda-graph` (both phases), `--disable-decode-cuda-graph`, `--cuda-graph-backend-decode
-disabled`, and a `--cuda-graph-config` JSON whose `decode.backend` is `disabled`. The last one
-written wins, so the state below is the one SGLang resolves, not a guess from any single flag.
+The seeds measured 56.7 tok/s without CUDA graphs against 74.9 tok/s with them. SGLang decides
+the decode graph in two steps, the same in 0.5.21 and 0.5.23:
+- the graph flags, resolved in sglang/srt/arg_groups/cuda_graph_hook.py::parse_cuda_graph_config,
+  lowest precedence first: the deprecated `--disable-cuda-graph` (both phases),
+  `--disable-decode-cuda-graph`, `--cuda-graph-backend-decode disabled`, and a
+  `--cuda-graph-config` JSON whose `decode.backend` is `disabled`; the last one written wins;
+- then the hooks that run after it and turn decode graphs off for other options (`GRAPHS_OFF`):
+  a `torch_native` or `flex_attention` backend, tensor-dump and msProbe debugging, DeepEP's normal
+  mode, multi-item scoring, a PD prefill worker (unless the decode backend is chosen explicitly),
+  DWDP. Most of them override an explicit `--cuda-graph-backend-decode full`.
+The contract suite (tests/contract/test_startup_refusals.py) resolves every option of each
+verified version's table with SGLang's real code and fails when one turns decode graphs off that
+`GRAPHS_OFF` does not name, so the state below is the one SGLang resolves.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 
+from specserve.profile.argview import ArgvView, attention_backend, profile_view
 from specserve.profile.flags import (
     DECODE_GRAPH_BACKEND_FLAG,
     DISABLE_DECODE_GRAPH_FLAG,
@@ -34,6 +43,80 @@ class DecodeGraph:
     backend: str  # what SGLang resolves for the decode phase
     where: str  # the profile field that decided it
     how: str  # the words that decided it
+    why: str = ""  # what SGLang says when a hook turns it off (its log line, or its code)
+
+
+@dataclass(frozen=True)
+class GraphOff:
+    """A resolution hook that sets the decode phase's backend to `disabled` when `when` holds."""
+
+    dests: tuple[str, ...]  # the options whose words decide it (the first one is named)
+    when: Callable[[ArgvView], bool]
+    says: str  # SGLang's log line, or what its code does where it logs nothing
+    hook: str
+    # True: only while the decode backend is not chosen explicitly (SGLang checks
+    # `(Phase.DECODE, "backend") in _cuda_graph_config_locked` first).
+    unless_chosen: bool = False
+
+
+GRAPHS_OFF: tuple[GraphOff, ...] = (
+    GraphOff(
+        ("attention_backend", "prefill_attention_backend", "decode_attention_backend"),
+        lambda a: attention_backend(a) == "torch_native",
+        "Cuda graph is disabled because of using torch native attention backend",
+        "attention_hook.py::handle_attention_backend_compatibility",
+    ),
+    GraphOff(
+        ("attention_backend", "prefill_attention_backend", "decode_attention_backend"),
+        lambda a: attention_backend(a) == "flex_attention",
+        "Cuda graph is disabled because of using torch Flex Attention backend",
+        "attention_hook.py::handle_attention_backend_compatibility",
+    ),
+    GraphOff(
+        ("debug_tensor_dump_output_folder",),
+        lambda a: a["debug_tensor_dump_output_folder"] is not None,
+        "Cuda graph and server warmup are disabled because of using tensor dump mode",
+        "serving_hook.py::handle_other_validations",
+    ),
+    GraphOff(
+        ("msprobe_dump_config",),
+        lambda a: a["msprobe_dump_config"] is not None,
+        "When msProbe is enabled, cuda graph is disabled because msProbe only supports dump in "
+        "eager mode",
+        "serving_hook.py::handle_other_validations",
+    ),
+    GraphOff(
+        ("deepep_mode", "moe_a2a_backend"),
+        lambda a: a["moe_a2a_backend"] == "deepep" and a["deepep_mode"] == "normal",
+        "Cuda graph is disabled because deepep_mode=`normal`",
+        "moe_hook.py::handle_a2a_moe",
+    ),
+    GraphOff(
+        ("enable_mis",),
+        lambda a: bool(a["enable_mis"]),
+        "CUDA graph is disabled because --enable-mis is set.",
+        "attention_hook.py::handle_multi_item_scoring",
+    ),
+    GraphOff(
+        ("disaggregation_mode",),
+        lambda a: a["disaggregation_mode"] == "prefill",
+        "a PD prefill worker runs no decode: SGLang disables the decode phase's graph without a "
+        "log line",
+        "cuda_graph_hook.py::apply_cuda_graph_disaggregation_roles",
+        unless_chosen=True,
+    ),
+    GraphOff(
+        ("dwdp_size",),
+        lambda a: isinstance(a["dwdp_size"], int) and a["dwdp_size"] > 1,
+        "DWDP enabled: ... disable_cuda_graph=True",
+        "parallel_hook.py::handle_dwdp",
+    ),
+)
+
+
+def graphs_off(view: ArgvView) -> list[GraphOff]:
+    """The `GRAPHS_OFF` hooks that fire for this argv (whether or not the backend is chosen)."""
+    return [g for g in GRAPHS_OFF if all(view.known(d) for d in g.dests) and g.when(view)]
 
 
 def _config_backend(raw: str, backends: list[str]) -> tuple[str | None, str | None]:
@@ -109,6 +192,17 @@ def resolve_decode_graph(profile: Profile, contract: Contract) -> tuple[DecodeGr
         )
     if ranked:
         state = ranked[max(ranked)]
+    view = profile_view(profile, contract)
+    if state.backend == DISABLED or view is None:
+        return state, issues
+    chosen = any(rank >= 2 for rank in ranked)  # a backend written for the decode phase
+    for hook in graphs_off(view):
+        if hook.unless_chosen and chosen:
+            continue
+        given = [d for d in hook.dests if view.given(d)] or [hook.dests[0]]
+        how = " ".join(view.words(d) for d in given)
+        why = f"SGLang {contract.version}'s {hook.hook}: {hook.says}"
+        return DecodeGraph(DISABLED, view.where(given[0]), how, why), issues
     return state, issues
 
 
@@ -116,6 +210,7 @@ def decode_graph_issues(profile: Profile, contract: Contract) -> list[Issue]:
     state, issues = resolve_decode_graph(profile, contract)
     if state.backend != DISABLED:
         return issues
+    because = f"; {state.why}" if state.why else ""
     where = state.where or "server.disable_cuda_graph"
     if not profile.server.allow_disable_cuda_graph:
         fix = (
@@ -130,8 +225,8 @@ def decode_graph_issues(profile: Profile, contract: Contract) -> list[Issue]:
         issues.append(
             error(
                 where,
-                f"decode CUDA graphs would be disabled ({state.how}); the seeds measured "
-                "56.7 tok/s without them against 74.9 tok/s with them",
+                f"decode CUDA graphs would be disabled ({state.how}{because}); the seeds "
+                "measured 56.7 tok/s without them against 74.9 tok/s with them",
                 fix,
             )
         )
@@ -139,7 +234,7 @@ def decode_graph_issues(profile: Profile, contract: Contract) -> list[Issue]:
         issues.append(
             warning(
                 where,
-                f"decode CUDA graphs are disabled ({state.how}; allowed by "
+                f"decode CUDA graphs are disabled ({state.how}{because}; allowed by "
                 "allow_disable_cuda_graph); decode will be much slower and the cuda-graph alert "
                 "will fire",
                 "turn them back on after debugging",

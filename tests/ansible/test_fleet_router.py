@@ -1,0 +1,272 @@
+"""The router is deployment state (issue 26 item 3): two stand-in nodes behind SGLang's real
+router (tests/ansible/fleet_harness.py), the real `ansible-playbook playbooks/deploy.yml`, the
+Docker engine, loopback only.
+
+A router killed (`docker kill`: Docker's restart policy does not apply) or removed during a
+roll is started again by the play, from its rotation; a router whose process crashes is
+restarted by Docker and, reading the rotation, does not bring back the node out for its
+replacement. While the roll runs, a 1 request/s loop goes through the router and a watcher reads
+the router's /readiness: every failed request falls inside the router's own outage. Figures
+(requests, failures, the outage) are printed.
+
+Two nodes, not test_fleet.py's three: each scenario acts while node1 is out for its replacement,
+with node2 (the rest of the fleet) in the router, and the roll must then go on to node2. A third
+node would add a third replacement to every roll and prove nothing more.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from .fleet_harness import API_KEY, Fleet, Sampler, changed, changed_tasks, deployed_fleet
+from .harness import Background, docker_inspect, http_status, playbook, write_profile
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(1800)]
+
+FIGURES: dict[str, Any] = {}
+IDLE = "{node} is out of the router and idle"
+JOIN_ROTATION = "TASK [router : Join | into the rotation]"
+NODES = ("node1", "node2")
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
+    with deployed_fleet(tmp_path_factory, "ssr", FIGURES, NODES) as dep:
+        yield dep
+
+
+@dataclass
+class Sent:
+    start: float
+    end: float
+    error: str
+
+
+class Requests(Sampler):
+    """One generation a second through the router, each with its send and answer times."""
+
+    BODY = json.dumps({"text": "ping", "sampling_params": {"max_new_tokens": 4}}).encode()
+
+    def __init__(self, url: str, interval: float = 1.0, timeout: float = 5.0) -> None:
+        super().__init__()
+        self.url, self.interval, self.timeout = url, interval, timeout
+        self.join_s = timeout + interval + 5
+        self.sent: list[Sent] = []
+
+    def sample(self) -> float:
+        start, error = time.monotonic(), ""
+        request = urllib.request.Request(
+            self.url, data=self.BODY, method="POST",
+            headers={"Content-Type": "application/json", "Authorization": f"Bearer {API_KEY}"})
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                response.read()
+        except (OSError, ValueError) as exc:
+            error = str(getattr(exc, "reason", exc))
+        self.sent.append(Sent(start, time.monotonic(), error))
+        return max(0.0, self.interval - (time.monotonic() - start))
+
+    @property
+    def failed(self) -> list[Sent]:
+        return [s for s in self.sent if s.error]
+
+
+class Readiness(Sampler):
+    """The router's /readiness every 0.2 s: 200 while it routes to at least one healthy node."""
+
+    def __init__(self, fleet: Fleet) -> None:
+        super().__init__()
+        self.url = f"{fleet.router_url}/readiness"
+        self.samples: list[tuple[float, int]] = []
+
+    def sample(self) -> float:
+        try:
+            with urllib.request.urlopen(self.url, timeout=2) as response:
+                status = int(response.status)
+        except urllib.error.HTTPError as exc:
+            status = exc.code
+        except OSError:
+            status = 0
+        self.samples.append((time.monotonic(), status))
+        return 0.2
+
+    def ready_after(self, when: float) -> float:
+        """When the router was ready again after `when` (it went down at `when`)."""
+        for at, status in self.samples:
+            if at > when and status == 200:
+                return at
+        raise AssertionError(f"the router was not ready again: {self.samples[-5:]}")
+
+
+def roll(fleet: Fleet, interval: int) -> None:
+    """A profile change on every node: the next play replaces each in turn."""
+    for node in NODES:
+        write_profile(fleet.profile(node), fleet.ports[node],
+                      **{"logging.decode_log_interval": interval})
+
+
+def outage_figures(loop: Requests, down_at: float, ready_at: float) -> dict[str, Any]:
+    # A request fails only while the router is down, or registering its nodes again: sent
+    # before it was ready (one watcher period of slack), answered after it went down.
+    outside = [s for s in loop.failed if not (s.start < ready_at + 1.0 and s.end > down_at)]
+    assert not outside, [(round(s.start - down_at, 2), s.error) for s in outside]
+    return {"requests": len(loop.sent), "failed": len(loop.failed),
+            "router_outage_s": round(ready_at - down_at, 1)}
+
+
+def wait_until(check: Any, what: str, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no {what} within {timeout} s")
+        time.sleep(0.2)
+
+
+def rotation_file(fleet: Fleet) -> list[str]:
+    text = (fleet.workdir / "router" / "rotation" / "workers").read_text(encoding="utf-8")
+    return [line for line in text.splitlines() if line and not line.startswith("#")]
+
+
+def test_router_killed_mid_roll_is_started_again_by_the_play(fleet: Fleet) -> None:
+    """`docker kill` of the router while node1 is out for its replacement: Docker leaves it
+    dead; node1's join finds it down, starts it from the rotation (node2), gates it, and the
+    roll goes on to node2 in the same run. Every failed request falls inside the
+    router's outage; a re-run changes nothing."""
+    roll(fleet, 35)
+    urls = {fleet.node_url(n) for n in NODES}
+    with Requests(f"{fleet.router_url}/generate") as loop, Readiness(fleet) as ready:
+        play = Background(fleet.inventory)
+        play.wait_for(IDLE.format(node="node1"), timeout=600)
+        down_at = time.monotonic()
+        subprocess.run(["docker", "kill", fleet.router], check=True, capture_output=True)
+        killed = docker_inspect(fleet.router)
+        assert killed is not None and not killed["State"]["Running"]
+        run = play.finish(timeout=900)
+        time.sleep(1)  # requests after the play: the fleet serves through the router
+    assert run.rc == 0, run.output[-6000:]
+    after = docker_inspect(fleet.router)
+    assert after is not None and after["State"]["Running"], "the play did not start the router"
+    # Started by the play (Docker does not restart a killed container: RestartCount unchanged).
+    assert after["State"]["StartedAt"] > killed["State"]["FinishedAt"]
+    assert after["RestartCount"] == killed["RestartCount"]
+    assert "node1 is in the router's rotation" in run.output
+    assert "node2 is out of the router and idle" in run.output, "the roll stopped at node1"
+    assert fleet.urls_in_rotation() == urls
+    assert sorted(rotation_file(fleet)) == sorted(urls)
+    FIGURES["docker kill"] = {**outage_figures(loop, down_at, ready.ready_after(down_at)),
+                              "play_seconds": round(run.seconds, 1)}
+    print(f"\ndocker kill: {FIGURES['docker kill']}")
+
+    rerun = playbook(fleet.inventory, timeout=600)
+    assert rerun.rc == 0, rerun.output[-6000:]
+    assert changed(rerun, NODES) == {host: 0 for host in (*NODES, "router")}, (
+        changed_tasks(rerun))
+
+
+def test_router_crash_restarted_by_docker_leaves_the_replaced_node_out(fleet: Fleet) -> None:
+    """The router's process dies (SIGKILL from the host) while node1 is out for its
+    replacement: Docker restarts it, and the restarted router lists node2, never node1, all the
+    while node1's new server answers (a router started with every node would have registered
+    it within seconds), until node1's join puts it back after its gates. The play goes on to
+    node2."""
+    roll(fleet, 45)
+    # node1 serving a while (its stability window) before its join: the time a router with a
+    # static worker list would take to register it again, and more.
+    fleet.host_overrides = {"node1": {"server_stability_window_s": 16}}
+    fleet.write_inventory()
+    before = docker_inspect(fleet.router)
+    assert before is not None and before["State"]["Running"]
+    node1 = fleet.node_url("node1")
+    others = {fleet.node_url("node2")}
+    seen: list[tuple[float, set[str], bool]] = []
+    try:
+        with Requests(f"{fleet.router_url}/generate") as loop, Readiness(fleet) as ready:
+            play = Background(fleet.inventory)
+            play.wait_for(IDLE.format(node="node1"), timeout=600)
+            from_idle = len(play.output)
+            assert node1 not in fleet.listed_urls()
+            down_at = time.monotonic()
+            os.kill(int(before["State"]["Pid"]), signal.SIGKILL)
+            wait_until(lambda: (docker_inspect(fleet.router) or {}).get("RestartCount", 0)
+                       > before["RestartCount"], "restart by Docker")
+            # Until node1's join begins: a sample counts only if the join had not begun when
+            # it was taken (the task's header comes before its rotation change and its POST).
+            while play.proc.poll() is None:
+                try:
+                    listed = fleet.listed_urls()
+                except (OSError, ValueError):
+                    listed = set()
+                serving = http_status(f"{node1}/health", timeout=2) == 200
+                if JOIN_ROTATION in play.output[from_idle:]:
+                    break
+                seen.append((time.monotonic(), listed, serving))
+                time.sleep(0.25)
+            run = play.finish(timeout=900)
+            time.sleep(1)
+    finally:
+        fleet.host_overrides = {}
+        fleet.write_inventory()
+    assert run.rc == 0, run.output[-6000:]
+    assert JOIN_ROTATION in run.output[from_idle:], "the samples were not bounded by the join"
+    assert [urls for _, urls, _ in seen if node1 in urls] == [], "node1 was re-added"
+    assert any(others <= urls for _, urls, _ in seen), "node2 never registered again"
+    serving_at = [at for at, _, serving in seen if serving]
+    assert serving_at and serving_at[-1] - serving_at[0] >= 6, (
+        f"node1 served only {serving_at[-1] - serving_at[0] if serving_at else 0:.1f} s before "
+        "its join: too short to show the restarted router leaves it out")
+    assert "node2 is out of the router and idle" in run.output, "the roll stopped at node1"
+    assert fleet.urls_in_rotation() == {fleet.node_url(n) for n in NODES}
+    FIGURES["router crash"] = {**outage_figures(loop, down_at, ready.ready_after(down_at)),
+                               "node1_serving_unlisted_s": round(serving_at[-1] - serving_at[0], 1),
+                               "play_seconds": round(run.seconds, 1)}
+    print(f"\nrouter crash: {FIGURES['router crash']}")
+
+
+def test_router_removed_is_recreated_from_the_rotation_before_any_node(fleet: Fleet) -> None:
+    """The router container removed (docker rm -f) between deploys, with node2 out of the
+    rotation: the next play recreates it before the first node is looked at, with node1 only
+    (node2 is put back by its own join, after its checks); the run after that changes
+    nothing."""
+    rotation = fleet.workdir / "router" / "rotation" / "workers"
+    text = rotation.read_text(encoding="utf-8")
+    rotation.write_text(text.replace(f"{fleet.node_url('node2')}\n", ""), encoding="utf-8")
+    subprocess.run(["docker", "rm", "-f", fleet.router], check=True, capture_output=True)
+    play = Background(fleet.inventory)
+    # The fleet play begins: the play before it has started the router and waited for it.
+    play.wait_for("PLAY [Deploy the fleet, one node at a time behind the router]", timeout=600)
+    at_first_node = fleet.listed_urls()
+    run = play.finish(timeout=900)
+    assert run.rc == 0, run.output[-6000:]
+    assert at_first_node == {fleet.node_url("node1")}, at_first_node
+    assert run.recap("router")["changed"] > 0
+    assert fleet.urls_in_rotation() == {fleet.node_url(n) for n in NODES}
+    assert "Replacing" not in run.output, "a node was replaced"
+    rerun = playbook(fleet.inventory, timeout=600)
+    assert rerun.rc == 0, rerun.output[-6000:]
+    assert changed(rerun, NODES) == {host: 0 for host in (*NODES, "router")}, (
+        changed_tasks(rerun))
+
+
+def test_a_lost_rotation_is_rebuilt_from_the_running_router(fleet: Fleet) -> None:
+    """The rotation file gone while the router runs (a router deployed before the rotation
+    existed is the same case): the next play starts it from the router's own worker list, takes
+    no node out and re-registers none (the same worker ids)."""
+    rotation = fleet.workdir / "router" / "rotation" / "workers"
+    ids = {w["url"]: w["id"] for w in fleet.workers()}
+    rotation.unlink()
+    run = playbook(fleet.inventory, timeout=600)
+    assert run.rc == 0, run.output[-6000:]
+    assert sorted(rotation_file(fleet)) == sorted(fleet.node_url(n) for n in NODES)
+    assert {w["url"]: w["id"] for w in fleet.workers()} == ids
+    assert "is out of the router" not in run.output and "Replacing" not in run.output
