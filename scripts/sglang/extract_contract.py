@@ -201,6 +201,132 @@ def class_traits(node: ast.ClassDef) -> dict[str, Any]:
     }
 
 
+# --------------------------------------------------------------------------------------------
+# Draft-model class rewrites
+# --------------------------------------------------------------------------------------------
+
+_ARCH0 = "self.hf_config.architectures[0]"
+
+
+def _string_constants(node: ast.AST, module: ast.Module) -> list[str]:
+    """The strings an expression names: a literal, a list / tuple / set of them, or a
+    module-level name bound to one (MIMO_V2_MODEL_ARCHS)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node.value]
+    if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+        return [s for item in node.elts for s in _string_constants(item, module)]
+    if isinstance(node, ast.Call) and ast.unparse(node.func) == "frozenset" and node.args:
+        return _string_constants(node.args[0], module)
+    if isinstance(node, ast.Name):
+        for stmt in module.body:
+            if (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
+                    and isinstance(stmt.targets[0], ast.Name) and stmt.targets[0].id == node.id):
+                return _string_constants(stmt.value, module)
+    return []
+
+
+def _arch_sources(test: ast.expr, module: ast.Module) -> list[str]:
+    """The architectures an `if` compares `self.hf_config.architectures[0]` with (== or in)."""
+    found: list[str] = []
+    for sub in ast.walk(test):
+        if (isinstance(sub, ast.Compare) and ast.unparse(sub.left) == _ARCH0
+                and isinstance(sub.ops[0], (ast.Eq, ast.In))):
+            found += _string_constants(sub.comparators[0], module)
+    return found
+
+
+def _assigned_classes(body: list[ast.stmt], module: ast.Module) -> list[str]:
+    """The draft classes a branch writes into architectures (nested branches included)."""
+    found: list[str] = []
+    for stmt in body:
+        for sub in ast.walk(stmt):
+            if not isinstance(sub, ast.Assign):
+                continue
+            for target in sub.targets:
+                if ast.unparse(target) in (_ARCH0, "self.hf_config.architectures"):
+                    found += _string_constants(sub.value, module)
+    return found
+
+
+def _isinstance_checks(test: ast.expr) -> list[str]:
+    """`isinstance(self.hf_text_config, XConfig)` in an `if` test: the config class names."""
+    return [sub.args[1].id for sub in ast.walk(test)
+            if isinstance(sub, ast.Call) and ast.unparse(sub.func) == "isinstance"
+            and len(sub.args) == 2 and isinstance(sub.args[1], ast.Name)]  # fmt: skip
+
+
+def _called_for_architecture(body: list[ast.stmt]) -> list[str]:
+    """`architectures[0] = self.hf_text_config.m()`: the method names."""
+    names = []
+    for stmt in body:
+        for sub in ast.walk(stmt):
+            if (isinstance(sub, ast.Assign) and ast.unparse(sub.targets[0]) == _ARCH0
+                    and isinstance(sub.value, ast.Call)
+                    and isinstance(sub.value.func, ast.Attribute)):
+                names.append(sub.value.func.attr)
+    return names
+
+
+def _imported_module(method: ast.FunctionDef, name: str) -> str | None:
+    for sub in ast.walk(method):
+        if isinstance(sub, ast.ImportFrom) and any(a.name == name for a in sub.names):
+            return sub.module
+    return None
+
+
+def _model_type_rewrites(
+    test: ast.expr, body: list[ast.stmt], method: ast.FunctionDef
+) -> dict[str, list[str]]:
+    """`isinstance(self.hf_text_config, XConfig)` -> architectures[0] = hf_text_config.m():
+    the config class's `model_type` and the string its method `m` returns (Dots3)."""
+    out: dict[str, list[str]] = {}
+    for name, call in zip(_isinstance_checks(test), _called_for_architecture(body), strict=False):
+        module_name = _imported_module(method, name)
+        if module_name is None:
+            continue
+        tree = parse_module(SGLANG_ROOT.parent / (module_name.replace(".", "/") + ".py"))
+        cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name)
+        model_type: list[str] = []
+        returns: list[str] = []
+        for node in cls.body:
+            if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "model_type":
+                model_type = _string_constants(node.value, tree)
+            if isinstance(node, ast.FunctionDef) and node.name == call:
+                returns = [r.value.value for r in ast.walk(node) if isinstance(r, ast.Return)
+                           and isinstance(r.value, ast.Constant)]  # fmt: skip
+        out[model_type[0]] = returns
+    return out
+
+
+def extract_draft_rewrites() -> dict[str, Any]:
+    path = SRT / "configs" / "model_config.py"
+    module = parse_module(path)
+    method = next(n for n in ast.walk(module)
+                  if isinstance(n, ast.FunctionDef) and n.name == "_config_draft_model")
+    by_arch: dict[str, set[str]] = {}
+    by_model_type: dict[str, list[str]] = {}
+    for stmt in method.body:
+        if not isinstance(stmt, ast.If):
+            continue
+        targets = _assigned_classes(stmt.body, module)
+        for source in _arch_sources(stmt.test, module):
+            if targets:
+                by_arch.setdefault(source, set()).update(targets)
+        by_model_type.update(_model_type_rewrites(stmt.test, stmt.body, method))
+    return {
+        "by_architecture": {k: sorted(v) for k, v in sorted(by_arch.items())},
+        "by_model_type": dict(sorted(by_model_type.items())),
+        "source": rel(path),
+        "rule": (
+            "ModelConfig._config_draft_model, by AST: each top-level `if` that compares "
+            "hf_config.architectures[0] with a class name (== / in, literals or a module-level "
+            "tuple) and writes class names into architectures (nested branches too: the "
+            "algorithm picks among them); `isinstance(hf_text_config, XConfig)` branches by "
+            "XConfig.model_type and the name its method returns"
+        ),
+    }
+
+
 def extract_models() -> dict[str, Any]:
     classes: dict[str, dict[str, Any]] = {}  # name -> traits (first definition wins per module)
     served: list[tuple[str, str]] = []  # (class, module file)
@@ -694,6 +820,7 @@ def extract() -> dict[str, Any]:
         },
         "options": options,
         "models": extract_models(),
+        "draft_rewrites": extract_draft_rewrites(),
         "metrics": extract_metrics(),
         "endpoints": extract_endpoints(),
         "facts": extract_facts(options),

@@ -137,6 +137,13 @@ class SGLangContract:
             for kind in BLOCK_DRAFTER_KINDS
         }
         self.served_architectures = frozenset(models["served_architectures"])
+        # ModelConfig._config_draft_model: a target's class given as the drafter is loaded as its
+        # MTP / NextN layers (DeepseekV3ForCausalLM -> DeepseekV3ForCausalLMNextN).
+        rewrites = raw["draft_rewrites"]
+        self._draft_by_arch: dict[str, tuple[str, ...]] = {
+            k: tuple(v) for k, v in rewrites["by_architecture"].items()}
+        self._draft_by_model_type: dict[str, tuple[str, ...]] = {
+            k: tuple(v) for k, v in rewrites["by_model_type"].items()}
         self.metrics: dict[str, Metric] = {
             name: _metric(name, m) for name, m in raw["metrics"].items()
         }
@@ -184,6 +191,18 @@ class SGLangContract:
             if any(d.architecture == architecture for d in drafters):
                 return kind
         return None
+
+    def draft_classes(self, architecture: str, model_type: str | None) -> tuple[str, ...]:
+        """The classes SGLang may load for a drafter whose config.json declares `architecture`
+        first: its own, or what `_config_draft_model` rewrites it to (the algorithm picks among
+        several: DeepseekV4 -> DSpark or NextN)."""
+        if model_type in self._draft_by_model_type:
+            return self._draft_by_model_type[model_type]  # type: ignore[index]
+        return self._draft_by_arch.get(architecture, (architecture,))
+
+    def draft_class_sources(self) -> tuple[str, ...]:
+        """Target classes SGLang loads as their own MTP / NextN layers when given as drafter."""
+        return tuple(sorted(self._draft_by_arch))
 
     def drafter_module(self, architecture: str) -> str | None:
         """The srt/models file that serves a drafter class."""

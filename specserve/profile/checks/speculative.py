@@ -642,7 +642,7 @@ def check_drafter_config(profile: Profile, ctx: ModelContext, contract: Contract
         return []
     issues: list[Issue] = []
     archs = ", ".join(drafter.architectures) or "no architectures"
-    kind = next(filter(None, map(contract.drafter_kind, drafter.architectures)), None)
+    kind = _drafter_kind(drafter, spec.algorithm, contract)
     frozen = [a for a in drafter.architectures if a in FROZEN_KV_MTP_DRAFTERS]
     if frozen:
         return [_frozen_kv_mtp_issue(spec.algorithm, frozen[0], contract.version)]
@@ -680,6 +680,8 @@ def check_drafter_config(profile: Profile, ctx: ModelContext, contract: Contract
         )
     elif kind is not None and spec.algorithm not in DRAFTER_ALGORITHMS[kind]:
         issues.append(_other_family_issue(spec.algorithm, archs, kind, drafter, contract))
+    elif kind is None and spec.algorithm in ("EAGLE", "NEXTN", "STANDALONE"):
+        issues += _no_draft_class_issues(spec.algorithm, drafter, archs, contract)
     elif spec.algorithm == "EAGLE3" and kind is None:
         known = ", ".join(sorted(contract.eagle3_drafter_architectures))
         issues.append(
@@ -700,6 +702,78 @@ def check_drafter_config(profile: Profile, ctx: ModelContext, contract: Contract
     if spec.algorithm in ("EAGLE", "EAGLE3"):
         issues += _shape_issues(drafter, target)
     return issues
+
+
+def _model_type(drafter: ModelConfig) -> str | None:
+    value = drafter.text.get("model_type", drafter.raw.get("model_type"))
+    return value if isinstance(value, str) else None
+
+
+def _drafter_kind(drafter: ModelConfig, algorithm: str, contract: Contract) -> str | None:
+    """The registry family of what SGLang loads for this drafter: its own class, or (a target
+    given as drafter) the class `_config_draft_model` rewrites architectures[0] to; where that
+    rewrite offers several, the one the algorithm takes."""
+    own = next(filter(None, map(contract.drafter_kind, drafter.architectures)), None)
+    if own is not None or not drafter.architectures:
+        return own
+    loaded = contract.draft_classes(drafter.architectures[0], _model_type(drafter))
+    kinds = [k for c in loaded if (k := contract.drafter_kind(c)) is not None]
+    # DeepseekV4 -> DSpark needs the dspark keys in its config (checkpoint_bundles_dspark_draft).
+    kinds = [k for k in kinds if k != "DSPARK" or _bundles_dspark(drafter)]
+    return next((k for k in kinds if algorithm in DRAFTER_ALGORITHMS[k]), next(iter(kinds), None))
+
+
+def _no_draft_class_issues(
+    algorithm: str, drafter: ModelConfig, archs: str, contract: Contract
+) -> list[Issue]:
+    """EAGLE / NEXTN / STANDALONE with a drafter of no draft family: either a class SGLang does
+    not serve (its registry falls back to the Transformers backend) or, for EAGLE / NEXTN, a
+    plain model SGLang serves as a target."""
+    v = contract.version
+    eagle = sorted(contract.eagle_drafter_architectures)
+    mtp = sorted(contract.mtp_drafter_architectures)
+    takes = (
+        f"EAGLE / NEXTN take an EAGLE drafter ({', '.join(eagle)}), MTP / NextN layers "
+        f"({', '.join(mtp)}), or a target SGLang loads as its own MTP layers "
+        f"({', '.join(contract.draft_class_sources())})"
+    )
+    if not any(a in contract.served_architectures for a in drafter.architectures):
+        if algorithm == "STANDALONE":
+            return [
+                error(
+                    "drafter.path",
+                    f"the drafter's config.json declares {archs}, no class SGLang {v} serves: "
+                    "its model registry falls back to TransformersForCausalLM "
+                    "(srt/models/registry.py _normalize_archs), which loads only what Hugging "
+                    "Face transformers knows, without SGLang's own kernels",
+                    "use a draft LM whose architectures[0] SGLang serves (e.g. "
+                    "LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM)",
+                )
+            ]
+        return [
+            error(
+                "drafter.path",
+                f"the drafter's config.json declares {archs}, no class SGLang {v} serves: its "
+                "model registry falls back to TransformersForCausalLM (srt/models/registry.py "
+                f"_normalize_archs), a plain causal LM that {algorithm} would draft with from "
+                f"token ids alone; {takes}",
+                "point drafter.path at one of those, or set drafter.algorithm: STANDALONE for "
+                "a small draft LM",
+            )
+        ]
+    if algorithm == "STANDALONE":
+        return []
+    return [
+        error(
+            "drafter.algorithm",
+            f"the drafter's config.json declares {archs}, a model SGLang {v} serves as a target, "
+            f"not a draft class: given {algorithm} its EAGLE worker loads it as the draft model, "
+            "swaps in the target's embedding and LM head (speculative/eagle_worker_v2.py) and "
+            f"drafts from token ids alone, without the target's hidden states; {takes}",
+            "set drafter.algorithm: STANDALONE for a small draft LM, or point drafter.path at "
+            "an EAGLE drafter or MTP layers",
+        )
+    ]
 
 
 def check_tree_known(profile: Profile, ctx: ModelContext, contract: Contract) -> list[Issue]:
