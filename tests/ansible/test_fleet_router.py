@@ -88,9 +88,10 @@ class Readiness(Sampler):
     def __init__(self, fleet: Fleet) -> None:
         super().__init__()
         self.url = f"{fleet.router_url}/readiness"
-        self.samples: list[tuple[float, int]] = []
+        self.samples: list[tuple[float, float, int]] = []  # (sent, answered, status)
 
     def sample(self) -> float:
+        sent = time.monotonic()
         try:
             with urllib.request.urlopen(self.url, timeout=2) as response:
                 status = int(response.status)
@@ -98,14 +99,16 @@ class Readiness(Sampler):
             status = exc.code
         except OSError:
             status = 0
-        self.samples.append((time.monotonic(), status))
+        self.samples.append((sent, time.monotonic(), status))
         return 0.2
 
     def ready_after(self, when: float) -> float:
-        """When the router was ready again after `when` (it went down at `when`)."""
-        for at, status in self.samples:
-            if at > when and status == 200:
-                return at
+        """When the router was ready again after `when` (it went down at `when`): the first 200
+        to a request sent after it. A 200 sent before `when` and timed after it (a starved
+        thread) would date the outage's end before its start (CI, b7401b7)."""
+        for sent, answered, status in self.samples:
+            if sent > when and status == 200:
+                return answered
         raise AssertionError(f"the router was not ready again: {self.samples[-5:]}")
 
 
