@@ -23,9 +23,9 @@ if TYPE_CHECKING:
 # upper-cases the name (speculative_hook.handle_speculative_decoding), so the schema also takes
 # the lower-case spelling and the model keeps the canonical upper-case one. The block drafters
 # DFLASH and DSPARK (speculative_hook.py `_handle_dflash` / `_handle_dspark`, both verified
-# versions) are checked like the others (checks/speculative.py). SGLang's other built-ins are
-# refused by the schema: UNO (a LoRA on the target itself, `--uno-lora-path`, FA3 only, TP 1) and
-# FROZEN_KV_MTP (what SGLang promotes EAGLE / NEXTN to for a Gemma-4 assistant drafter).
+# versions) are checked like the others (checks/speculative.py), and so is FROZEN_KV_MTP (a
+# Gemma-4 assistant drafter: what SGLang runs EAGLE / NEXTN as with one, `_handle_frozen_kv_mtp`).
+# UNO (a LoRA on the target itself, `--uno-lora-path`, FA3 only, TP 1) is refused by the schema.
 SPECULATIVE_ALGORITHMS: tuple[str, ...] = (
     "EAGLE",
     "EAGLE3",
@@ -34,6 +34,7 @@ SPECULATIVE_ALGORITHMS: tuple[str, ...] = (
     "NGRAM",
     "DFLASH",
     "DSPARK",
+    "FROZEN_KV_MTP",
 )
 # The block drafters: one draft step of a whole block, top-k 1; the block size is the count.
 BLOCK_ALGORITHMS: tuple[str, ...] = ("DFLASH", "DSPARK")
@@ -41,8 +42,6 @@ BLOCK_ALGORITHMS: tuple[str, ...] = ("DFLASH", "DSPARK")
 REFUSED_ALGORITHMS: dict[str, str] = {
     "UNO": "UNO drafts with a LoRA on the target itself (--uno-lora-path, TP 1, FA3 attention "
     "only), which no profile field or check covers yet",
-    "FROZEN_KV_MTP": "SGLang selects FROZEN_KV_MTP itself for a Gemma-4 assistant drafter given "
-    "EAGLE or NEXTN; no profile check covers its drafters yet",
 }
 NO_SPECULATION = "none"
 

@@ -465,8 +465,9 @@ FIELDS: tuple[Field, ...] = (
         "speculation off. `EAGLE3` is the only value that makes SGLang capture the target's aux "
         "hidden states for an EAGLE-3 drafter. `DFLASH` / `DSPARK` are SGLang's block drafters "
         "(one step, top-k 1, a block of draft tokens: `dflash_block_size` / "
-        "`dspark_block_size`); `NGRAM` takes no `path`. SGLang's `UNO` and `FROZEN_KV_MTP` are "
-        "refused: no check here covers them yet.",
+        "`dspark_block_size`); `NGRAM` takes no `path`; `FROZEN_KV_MTP` takes a Gemma-4 "
+        "assistant drafter and its whole tree (SGLang runs EAGLE / NEXTN as it with one). "
+        "SGLang's `UNO` is refused: no check here covers it yet.",
         REQUIRED,
         owns=(Option("--speculative-algorithm"),),
         emit=Emit.VALUE,

@@ -40,6 +40,7 @@ _CAP_HANDLER: dict[str, str] = {
     "NGRAM": "_handle_ngram",
     "DFLASH": "_handle_dflash",
     "DSPARK": "_handle_dspark",
+    "FROZEN_KV_MTP": "_handle_frozen_kv_mtp",
 }
 
 

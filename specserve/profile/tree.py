@@ -66,7 +66,7 @@ def architecture_dependent(profile: Profile) -> bool:
     d = profile.speculative
     return (
         d is not None
-        and d.algorithm not in ("NGRAM", "STANDALONE", *BLOCK_ALGORITHMS)
+        and d.algorithm not in ("NGRAM", "STANDALONE", "FROZEN_KV_MTP", *BLOCK_ALGORITHMS)
         and not adaptive_kept(profile)
         and d.num_steps is None
         and d.eagle_topk is None
@@ -101,6 +101,8 @@ def effective_tree(profile: Profile, contract: Contract) -> EffectiveTree | None
     source = "the profile"
     if steps is None and topk is None and draft is None:
         architecture = profile.target.architecture
+        if d.algorithm == "FROZEN_KV_MTP":
+            return None  # SGLang leaves it unset; checks/speculative.py refuses that
         if d.algorithm != "STANDALONE" and architecture is None:
             return None
         steps, topk, draft = contract.default_tree(architecture or "", d.algorithm)

@@ -103,3 +103,17 @@ def test_docs_list_every_exporter_flag() -> None:
     flags -= {"--help", "--speculative-num-draft-tokens"}  # argparse's; an alias of --draft-tokens
     missing = sorted(f for f in flags if f"`{f}`" not in doc)
     assert not missing, f"docs/exporter.md does not document {missing}"
+
+
+def test_the_algorithms_page_has_a_row_for_every_algorithm_sglang_ships() -> None:
+    """docs/algorithms.md's table: every profile choice in its `drafter.algorithm` column, and
+    every SGLang built-in the schema refuses as a refused row; nothing else."""
+    from specserve.profile.facts import REFUSED_ALGORITHMS, SPECULATIVE_ALGORITHMS
+
+    rows = [line.split("|") for line in (ROOT / "docs" / "algorithms.md").read_text(
+        encoding="utf-8").splitlines() if line.startswith("| [")]  # fmt: skip
+    listed = {name for row in rows for name in re.findall(r"`([A-Z0-9_]+)`", row[2])}
+    assert listed == set(SPECULATIVE_ALGORITHMS)
+    refused = {re.sub(r"[^A-Z0-9_]", "", row[1].split("]")[0]) for row in rows
+               if row[2].strip() == "refused"}  # fmt: skip
+    assert refused == set(REFUSED_ALGORITHMS)

@@ -1,8 +1,8 @@
 """DFLASH and DSPARK against SGLang's model registry (specserve/upstream/data, per verified
 version), both ways: every class of another family given a block algorithm is an error naming
 the algorithm that loads it; a class in no family is an error naming the classes the algorithm
-takes; every class of its own family is accepted. And the schema: UNO and FROZEN_KV_MTP are
-refused saying why. (tests/contract/test_block_drafters.py resolves the accepted and refused
+takes; every class of its own family is accepted. And the schema: UNO is refused saying
+why. (tests/contract/test_block_drafters.py resolves the accepted and refused
 profiles with SGLang's own code.)
 """
 
@@ -164,7 +164,6 @@ def test_the_drafters_block_size_against_the_profile_s(tmp_path: Path, version: 
     [
         ("UNO", "drafts with a LoRA on the target itself"),
         ("uno", "drafts with a LoRA on the target itself"),
-        ("FROZEN_KV_MTP", "Gemma-4 assistant drafter"),
     ],
 )
 def test_sglang_s_other_builtins_are_refused_saying_why(value: str, said: str) -> None:

@@ -17,7 +17,7 @@ from specserve.profile.sglang import Contract, speculative_running_cap
 from specserve.profile.tree import architecture_dependent, block_draft_tokens
 from specserve.upstream.contract import DRAFTER_ALGORITHMS
 
-NEEDS_DRAFT_MODEL: frozenset[str] = frozenset({"EAGLE", "EAGLE3", "STANDALONE"})
+NEEDS_DRAFT_MODEL: frozenset[str] = frozenset({"EAGLE", "EAGLE3", "STANDALONE", "FROZEN_KV_MTP"})
 # Each block drafter's own size field (the other algorithms never read it) and the name SGLang's
 # messages give the algorithm.
 BLOCK_SIZE_FIELD: dict[str, str] = {"DFLASH": "dflash_block_size", "DSPARK": "dspark_block_size"}
@@ -137,17 +137,55 @@ def check_speculative(profile: Profile, contract: Contract) -> list[Issue]:
     # Adaptive resolution fills an unset top-k (1) and draft tokens (steps + 1) itself.
     if given and len(given) != len(TREE_PARAMS) and not adaptive_runs(profile, contract):
         issues.append(_partial_tree_issue(d, contract))
+    if d.algorithm == "FROZEN_KV_MTP":
+        issues += _frozen_kv_mtp_tree_issues(d, contract)
     steps, drafts = d.num_steps, d.num_draft_tokens
     if d.eagle_topk == 1 and steps is not None and drafts is not None and drafts != steps + 1:
+        does = (
+            "SGLang's Frozen-KV MTP worker takes it as given and picks num_draft_tokens - 1 of "
+            "the num_steps drafted tokens (organize_draft_results)"
+            if d.algorithm == "FROZEN_KV_MTP"
+            else "SGLang overrides it"
+        )
         issues.append(
             error(
                 "drafter.num_draft_tokens",
                 f"with eagle_topk 1 the draft is a chain of num_steps + 1 = {steps + 1} "
-                f"tokens, but num_draft_tokens is {drafts} (SGLang overrides it)",
+                f"tokens, but num_draft_tokens is {drafts} ({does})",
                 f"set num_draft_tokens: {steps + 1}, or raise eagle_topk",
             )
         )
     return issues
+
+
+def _frozen_kv_mtp_tree_issues(d: Drafter, contract: Contract) -> list[Issue]:
+    """`_handle_frozen_kv_mtp` (0.5.21, 0.5.23) sets only the 48-request cap and turns mixed
+    chunked prefill off: the tree is the profile's or none, and the worker reads all three."""
+    if not _params_set(d):
+        return [
+            error(
+                "drafter.num_steps",
+                f"unset with FROZEN_KV_MTP: SGLang {contract.version} leaves "
+                "speculative_num_steps, speculative_eagle_topk and "
+                "speculative_num_draft_tokens unset for it (_handle_frozen_kv_mtp picks no "
+                "tree, unlike the EAGLE family's per-architecture defaults), and its worker "
+                "(speculative/frozen_kv_mtp_worker_v2.py) drafts num_steps tokens",
+                "set drafter.num_steps, eagle_topk and num_draft_tokens (e.g. 3, 1, 4)",
+            )
+        ]
+    if d.eagle_topk is not None and d.eagle_topk > 1:
+        return [
+            warning(
+                "drafter.eagle_topk",
+                f"{d.eagle_topk} with FROZEN_KV_MTP: SGLang's worker then needs a triton or "
+                'trtllm_mha draft attention backend and refuses any other at start ("Frozen-KV '
+                'MTP topk > 1 currently supports triton and trtllm_mha attention backends, got '
+                '<backend>.")',
+                "set eagle_topk: 1, or pick one of those backends in server.extra_args "
+                "(--speculative-draft-attention-backend)",
+            )
+        ]
+    return []
 
 
 # `_resolve_speculative_algorithm_alias` (speculative_hook.py, 0.5.21 and 0.5.23): a drafter
@@ -159,15 +197,14 @@ FROZEN_KV_MTP_DRAFTERS: tuple[str, ...] = (
 
 
 def _frozen_kv_mtp_issue(algorithm: str, architecture: str, version: str) -> Issue:
-    """A Gemma-4 assistant drafter: SGLang runs it only as FROZEN_KV_MTP, which the profile
-    does not take (facts.REFUSED_ALGORITHMS)."""
+    """A Gemma-4 assistant drafter given another algorithm than FROZEN_KV_MTP: the profile says
+    what runs."""
     if algorithm in ("EAGLE", "NEXTN"):
         problem = (
             f"the drafter's config.json declares {architecture}: SGLang {version} runs it as "
             f'FROZEN_KV_MTP, not {algorithm}, saying so only in an info log ("Detected '
             "Gemma4AssistantForCausalLM draft; promoting --speculative-algorithm "
-            f'{algorithm} to FROZEN_KV_MTP."), and leaves its draft tree unset; this profile '
-            "does not take FROZEN_KV_MTP"
+            f'{algorithm} to FROZEN_KV_MTP."), and leaves its draft tree unset'
         )
     elif algorithm == "EAGLE3":
         problem = (
@@ -184,8 +221,8 @@ def _frozen_kv_mtp_issue(algorithm: str, architecture: str, version: str) -> Iss
     return error(
         "drafter.algorithm",
         problem,
-        f"use a drafter for {algorithm}: a Gemma-4 assistant drafter needs FROZEN_KV_MTP, "
-        "which is not a profile choice yet",
+        "set drafter.algorithm: FROZEN_KV_MTP (with its tree: num_steps, eagle_topk, "
+        "num_draft_tokens), or use a drafter for " + algorithm,
     )
 
 
@@ -644,8 +681,21 @@ def check_drafter_config(profile: Profile, ctx: ModelContext, contract: Contract
     archs = ", ".join(drafter.architectures) or "no architectures"
     kind = _drafter_kind(drafter, spec.algorithm, contract)
     frozen = [a for a in drafter.architectures if a in FROZEN_KV_MTP_DRAFTERS]
+    if frozen and spec.algorithm == "FROZEN_KV_MTP":
+        return []
     if frozen:
         return [_frozen_kv_mtp_issue(spec.algorithm, frozen[0], contract.version)]
+    if spec.algorithm == "FROZEN_KV_MTP":
+        return [
+            error(
+                "drafter.algorithm",
+                f"FROZEN_KV_MTP but the drafter's config.json declares {archs}: SGLang "
+                f"{contract.version} runs FROZEN_KV_MTP with a Gemma-4 assistant drafter "
+                f"({', '.join(FROZEN_KV_MTP_DRAFTERS)}), the only kind it promotes to it",
+                "point drafter.path at a Gemma-4 assistant drafter, or pick the algorithm for "
+                "this drafter",
+            )
+        ]
     if spec.algorithm in BLOCK_ALGORITHMS:
         if kind in (None, spec.algorithm):
             issues = _block_drafter_issues(profile, drafter, kind, contract)
