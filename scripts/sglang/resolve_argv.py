@@ -5,6 +5,7 @@ What SGLang's launcher does before it starts anything: parse, then run the resol
 INSIDE an SGLang venv; importing SGLang and its model configs costs ~5 s, so one process takes
 a whole batch. stdin: JSON, either a list of argv lists or
     {"argvs": [[...], ...], "fields": ["max_running_requests", ...]}
+    {"argvs": [[...], ...], "extra_fields": [...]}   (DEFAULT_FIELDS and these)
 stdout: JSON list, one result per argv, in order:
     {"ok": true, "resolved": {...}, "decode_cuda_graph": {"backend": ..., "max_bs": ...},
      "warnings": [...]}
@@ -88,7 +89,7 @@ def main() -> int:
     request = json.load(sys.stdin)
     if isinstance(request, list):
         request = {"argvs": request}
-    fields = request.get("fields") or DEFAULT_FIELDS
+    fields = request.get("fields") or [*DEFAULT_FIELDS, *request.get("extra_fields", [])]
     with contextlib.redirect_stdout(sys.stderr):  # stdout is for the JSON answer alone
         results = [resolve_one(argv, fields) for argv in request["argvs"]]
     json.dump(results, sys.stdout, sort_keys=True)

@@ -34,15 +34,8 @@ KNOBS = {
     "ngram_max_trie_depth": 12,
     "ngram_capacity": 500000,
 }
-FIELDS = [
-    "speculative_algorithm",
-    "speculative_draft_model_path",
-    "speculative_num_steps",
-    "speculative_eagle_topk",
-    "speculative_num_draft_tokens",
-    "max_running_requests",
-    *(f"speculative_{k}" for k in KNOBS),
-]
+# What resolve_argv.py returns besides its DEFAULT_FIELDS (the algorithm, path, tree and cap).
+NGRAM_FIELDS = [f"speculative_{k}" for k in KNOBS]
 
 
 def _doc(algorithm: str, path: str | None = None, **drafter: Any) -> dict[str, Any]:
@@ -71,7 +64,7 @@ CASES: dict[str, dict[str, Any]] = {
 @cache
 def _resolved(version: str) -> dict[str, dict[str, Any]]:
     argvs = [cpu_argv(_render_document(doc, version, "ngram")) for doc in CASES.values()]
-    results = run_script(version, "resolve_argv.py", {"argvs": argvs, "fields": FIELDS})
+    results = run_script(version, "resolve_argv.py", {"argvs": argvs, "extra_fields": NGRAM_FIELDS})
     assert len(results) == len(CASES)
     return dict(zip(CASES, results, strict=True))
 
@@ -167,6 +160,7 @@ def test_an_ngram_drafter_path_is_accepted_by_sglang_and_refused_here(
     empty.mkdir()
     argv = cpu_argv(_render_document(CASES["ngram"], version, "ngram"))
     argv += ["--speculative-draft-model-path", str(empty)]
-    [failed] = run_script(version, "resolve_argv.py", {"argvs": [argv], "fields": FIELDS})
+    request = {"argvs": [argv], "extra_fields": NGRAM_FIELDS}
+    [failed] = run_script(version, "resolve_argv.py", request)
     assert not failed["ok"] and failed["stage"] == "resolve", failed
     assert "config.json" in failed["error"] or str(empty) in failed["error"], failed
