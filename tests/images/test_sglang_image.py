@@ -32,7 +32,8 @@ ROOT = Path(__file__).resolve().parents[2]
 VERSIONS: dict[str, Any] = yaml.safe_load((ROOT / "versions.yaml").read_text(encoding="utf-8"))
 PINNED = VERSIONS["sglang"]["pinned"]
 DEFAULT_PROFILE = ROOT / "profiles/kimi-k2.5-int4-eagle3-8gpu.yaml"
-# Named like the default profile's /models/Kimi-K2.5 and /models/kimi-k2.5-eagle3: configs only.
+# Named like the default profile's /models/Kimi-K2.5 and /models/kimi-k2.5-eagle3-mla: configs
+# only.
 MODELS = ROOT / "tests/fixtures/models"
 IMAGE_USER = 10001  # docker/sglang/Dockerfile USER
 
@@ -235,12 +236,15 @@ def test_dry_run_is_refused_by_the_images_own_sglang_parser(image: str, tmp_path
 
 
 def test_launcher_refuses_eagle_for_the_fixture_eagle3_drafter(image: str, tmp_path: Path) -> None:
-    # The seeds' bug, inside the image: the drafter's config.json (the fixture mounted at
-    # /models/kimi-k2.5-eagle3) says LlamaForCausalLMEagle3, so EAGLE is refused before SGLang.
-    container = Container(image, tmp_path, default_doc(drafter__algorithm="EAGLE"))
+    # The seeds' bug, inside the image: the default drafter's config.json (its fixture, mounted
+    # where the profile's path points) names an EAGLE-3 class, so EAGLE is refused before SGLang.
+    doc = default_doc(drafter__algorithm="EAGLE")
+    config = MODELS / Path(doc["drafter"]["path"]).name / "config.json"
+    [drafter_class] = json.loads(config.read_text(encoding="utf-8"))["architectures"]
+    container = Container(image, tmp_path, doc)
     rc, out = container.run()
     assert rc == 1, out
-    assert "drafter.algorithm" in out and "LlamaForCausalLMEagle3" in out
+    assert "drafter.algorithm" in out and f"declares {drafter_class} (an EAGLE-3 drafter)" in out
     assert "launch_server" not in out.split("error:", 1)[1]
 
 

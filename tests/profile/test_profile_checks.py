@@ -37,8 +37,13 @@ def _drop(path: str) -> Callable[[Doc], None]:
     return mutate
 
 
+# The default profile's drafter, by the directory name its path ends in (its fixture's name).
+DRAFTER = Path(kimi_doc()["drafter"]["path"]).name
+DRAFTER_CLASS = json.loads((FIXTURES / DRAFTER / "config.json").read_text())["architectures"][0]
+
+
 def _drafter_config(**changes: Any) -> dict[str, Any]:
-    cfg = json.loads((FIXTURES / "kimi-k2.5-eagle3" / "config.json").read_text())
+    cfg = json.loads((FIXTURES / DRAFTER / "config.json").read_text())
     cfg.update(changes)
     return cfg
 
@@ -50,7 +55,7 @@ CASES: list[tuple[str, Callable[[Doc], None], dict[str, Any] | None, str, str, s
         _set("drafter.algorithm", "EAGLE"),
         None,
         "drafter.algorithm",
-        "declares LlamaForCausalLMEagle3",
+        f"declares {DRAFTER_CLASS}",
         "set drafter.algorithm: EAGLE3",
     ),
     (
@@ -80,7 +85,7 @@ CASES: list[tuple[str, Callable[[Doc], None], dict[str, Any] | None, str, str, s
     (
         "drafter-hidden-size-mismatch",
         _set("drafter.algorithm", "EAGLE3"),
-        _drafter_config(hidden_size=4096),
+        _drafter_config(hidden_size=4096, target_hidden_size=4096),
         "drafter.path",
         "expects target hidden size 4096 but the target's is 7168",
         "drafter trained for this",
@@ -269,8 +274,8 @@ def _weights_root(tmp: Path, drafter_cfg: dict[str, Any] | None) -> Path:
         return FIXTURES
     root = tmp / "models"
     shutil.copytree(FIXTURES / "Kimi-K2.5", root / "Kimi-K2.5")
-    (root / "kimi-k2.5-eagle3").mkdir(parents=True)
-    (root / "kimi-k2.5-eagle3" / "config.json").write_text(json.dumps(drafter_cfg))
+    (root / DRAFTER).mkdir(parents=True)
+    (root / DRAFTER / "config.json").write_text(json.dumps(drafter_cfg))
     return root
 
 

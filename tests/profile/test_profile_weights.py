@@ -7,6 +7,9 @@ from pathlib import Path
 
 from helpers import check_json, kimi_doc, write_doc
 
+# The default profile's drafter directory and its class (its fixture's).
+DRAFTER = Path(kimi_doc()["drafter"]["path"]).name
+DRAFTER_CLASS = "Eagle3DeepseekV2ForCausalLM"
 SHARDS = [
     "model-00001-of-00003.safetensors",
     "model-00002-of-00003.safetensors",
@@ -33,7 +36,7 @@ def _model(root: Path, name: str, sizes: dict[str, int], total: int, arch: str) 
 def _check(tmp: Path, target_sizes: dict[str, int], total: int = 3000) -> dict:
     root = tmp / "models"
     _model(root, "Kimi-K2.5", target_sizes, total, "KimiK25ForConditionalGeneration")
-    _model(root, "kimi-k2.5-eagle3", dict.fromkeys(SHARDS, 1000), 3000, "LlamaForCausalLMEagle3")
+    _model(root, DRAFTER, dict.fromkeys(SHARDS, 1000), 3000, DRAFTER_CLASS)
     code, report = check_json(write_doc(tmp, kimi_doc()), "--weights-root", str(root))
     report["code"] = code
     return report
@@ -71,7 +74,7 @@ def test_truncated_shard_fails_total_size(tmp_path):
 def test_configs_only_skips_shards(tmp_path):
     root = tmp_path / "models"
     _model(root, "Kimi-K2.5", {}, 3000, "KimiK25ForConditionalGeneration")
-    _model(root, "kimi-k2.5-eagle3", {}, 3000, "LlamaForCausalLMEagle3")
+    _model(root, DRAFTER, {}, 3000, DRAFTER_CLASS)
     path = write_doc(tmp_path, kimi_doc())
     code, _ = check_json(path, "--weights-root", str(root), "--configs-only")
     assert code == 0

@@ -20,7 +20,7 @@ env \
   --enable-metrics \
   --decode-log-interval 40 \
   --speculative-algorithm EAGLE3 \
-  --speculative-draft-model-path /models/kimi-k2.5-eagle3 \
+  --speculative-draft-model-path /models/kimi-k2.5-eagle3-mla \
   --speculative-num-steps 3 \
   --speculative-eagle-topk 1 \
   --speculative-num-draft-tokens 4 \
