@@ -52,12 +52,20 @@ def find(ref):
     sys.exit(1)
 
 def save():
-    json.dump(state, open(state_path, "w"))
+    # Atomic, as the engine's own state is: the swap's background `docker stop` saves while its
+    # wait inspects, and a reader of a half-written file would fail (CI, b7401b7+).
+    with open(state_path + ".tmp", "w") as out:
+        json.dump(state, out)
+    os.replace(state_path + ".tmp", state_path)
 
 cmd = args[0]
 if cmd == "inspect":
     fmt, ref = args[2], args[3]
     cid, c = find(ref)
+    if c.get("engine_down") and "{{.State.Pid}}" in fmt:  # the wait's inspect gets no answer
+        sys.stderr.write("Cannot connect to the Docker daemon at unix:///var/run/docker.sock. "
+                         "Is the docker daemon running?\n")
+        sys.exit(1)
     out = (fmt.replace("{{.Id}}", cid).replace("{{.State.Status}}", c["status"])
            .replace("{{.State.StartedAt}}", c["started"]).replace("{{.State.Pid}}", str(c["pid"])))
     print(out)
@@ -198,6 +206,22 @@ def test_swap_keeps_a_crashed_container_stopped_though_docker_would_restart_it(
     kept = _names(host["state"])["srv-prev-1"]
     assert kept["status"] == "exited" and kept["pid"] == 0 and kept["restart"] == "no", kept
     assert "stopping the old server old100000000 (exited)" in "\n".join(said)
+
+
+def test_swap_does_not_take_an_unanswered_inspect_for_a_gone_server(host: dict) -> None:
+    """The engine not answering while the old server stops: nothing is known, so the swap waits
+    and fails naming what it saw, never starting a second server on top of a live one (an
+    inspect failure used to read as "0 removed")."""
+    _containers(host["state"], old1={**_c("srv", "running"), "engine_down": True},
+                new1=_c("srv-next", "created"))
+    said: list[str] = []
+    with pytest.raises(swap.AnsibleActionFail, match="server_stop_timeout") as failed:
+        swap.Swap(host["run"], _args(_free_port(), next="srv-next", stop_timeout=0,
+                                     drain_timeout=0.5), said.append)()
+    assert "unknown (docker inspect: Cannot connect to the Docker daemon" in str(failed.value)
+    assert "(done)" not in "\n".join(said)
+    names = _names(host["state"])
+    assert names["srv-next"]["status"] == "created" and "srv-prev-1" not in names, names
 
 
 def test_swap_stop_only_and_keep_zero(host: dict) -> None:

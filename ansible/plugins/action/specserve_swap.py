@@ -148,9 +148,14 @@ class Swap:
         self.result["stopped"] = status in ("running", "restarting", "paused")
 
         def gone() -> tuple[bool, str]:
-            rc, out, _ = self.run(q("docker", "inspect", "--format",
-                                    "{{.State.Pid}} {{.State.Status}}", old_id))
-            seen = out.strip() if rc == 0 else "0 removed"
+            rc, out, err = self.run(q("docker", "inspect", "--format",
+                                      "{{.State.Pid}} {{.State.Status}}", old_id))
+            if rc == 0:
+                seen = out.strip()
+            elif "No such" in err + out:
+                seen = "0 removed"
+            else:  # the engine did not answer: nothing is known, so it is not gone
+                seen = f"unknown (docker inspect: {(err or out).strip()[:200]})"
             # "0 restarting" has no process but one is coming: not gone.
             return seen in ("0 exited", "0 dead", "0 removed"), seen
 
