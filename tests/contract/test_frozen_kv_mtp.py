@@ -37,16 +37,25 @@ def _doc(algorithm: str) -> dict[str, Any]:
     return doc
 
 
+def _resolve_docs(version: str, docs: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Each document rendered by the product and resolved by SGLang `version`, by name."""
+    argvs = [cpu_argv(_render_document(doc, version, "gemma4")) for doc in docs.values()]
+    return dict(zip(docs, resolve_argvs(version, argvs), strict=True))
+
+
+def _errors(doc: dict[str, Any], version: str) -> list[Issue]:
+    profile = profile_from_document(doc, ROOT / "profiles" / "gemma4.yaml")
+    issues = run_checks(profile, CheckOptions(configs_only=True, sglang_version=version))
+    return [i for i in issues if i.severity.value == "error"]
+
+
 @cache
 def _resolved(version: str) -> dict[str, dict[str, Any]]:
-    argvs = [cpu_argv(_render_document(_doc(a), version, "gemma4")) for a in ALGORITHMS]
-    return dict(zip(ALGORITHMS, resolve_argvs(version, argvs), strict=True))
+    return _resolve_docs(version, {a: _doc(a) for a in ALGORITHMS})
 
 
 def _algorithm_errors(algorithm: str, version: str) -> list[Issue]:
-    profile = profile_from_document(_doc(algorithm), ROOT / "profiles" / "gemma4.yaml")
-    issues = run_checks(profile, CheckOptions(configs_only=True, sglang_version=version))
-    return [i for i in issues if i.severity.value == "error" and i.field == "drafter.algorithm"]
+    return [i for i in _errors(_doc(algorithm), version) if i.field == "drafter.algorithm"]
 
 
 @pytest.mark.parametrize("version", VERIFIED_VERSIONS)
@@ -103,14 +112,11 @@ def _frozen_doc(case: str) -> dict[str, Any]:
 
 @cache
 def _frozen_resolved(version: str) -> dict[str, dict[str, Any]]:
-    argvs = [cpu_argv(_render_document(_frozen_doc(c), version, "frozen")) for c in FROZEN_CASES]
-    return dict(zip(FROZEN_CASES, resolve_argvs(version, argvs), strict=True))
+    return _resolve_docs(version, {c: _frozen_doc(c) for c in FROZEN_CASES})
 
 
 def _frozen_errors(case: str, version: str) -> list[Issue]:
-    profile = profile_from_document(_frozen_doc(case), ROOT / "profiles" / "frozen.yaml")
-    issues = run_checks(profile, CheckOptions(configs_only=True, sglang_version=version))
-    return [i for i in issues if i.severity.value == "error"]
+    return _errors(_frozen_doc(case), version)
 
 
 @pytest.mark.parametrize("version", VERIFIED_VERSIONS)
