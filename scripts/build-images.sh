@@ -7,9 +7,11 @@
 #   --local-base --images sglang            sglang FROM specserve-local/sglang, a GPU-less stand-in
 #                                           for lmsysorg/sglang built here first
 #                                           (docker/sglang-local-base: real sglang, CUDA torch, no GPU)
-#   --images router    SGLang's router from its pinned PyPI wheel (tools.sglang_router), FROM
+#   --images router    SGLang's router from its pinned PyPI wheel (tools.smg), FROM
 #                      the same Python base as the exporter (docker/router)
-#   --images a,b       build only these (exporter, standin, sglang, router)
+#   --images router_previous  the router a fleet upgrades from (tools.router_previous), for the
+#                      upgrade test
+#   --images a,b       build only these (exporter, standin, sglang, router, router_previous)
 #   --wheelhouse-only  stop after the wheelhouse
 #
 # Docker builds run without network: a wheelhouse is made here on the host (pip wheel / pip
@@ -48,7 +50,7 @@ while [[ $# -gt 0 ]]; do
     --images) images=${2:?--images needs a comma-separated list}; shift ;;
     --images=*) images=${1#--images=} ;;
     --wheelhouse-only) wheelhouse_only=1 ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     *) echo "build-images.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -248,39 +250,44 @@ PYEOF
   fi
 fi
 
-# --- SGLang's router from PyPI (--images router) -------------------------------------------------
-# The wheel and exactly its closure as versions.yaml pins them (tools.sglang_router,
-# tools.sglang_router_packages), binary wheels for the base image's Python, in a context of its
-# own (the other images' context stays as it is, and so their cache).
-router_ctx=$ROOT/build/router-context
-if [[ ,$images, == *,router,* ]]; then
-  router_py=$(pin upstream_images.local_base.tag)
-  router_requirements=$("$PY" - "$ROOT/versions.yaml" <<'PYEOF'
+# --- SGLang's router from PyPI (--images router, router_previous) --------------------------------
+# The wheel and exactly its closure as versions.yaml pins them (router: tools.smg and
+# tools.smg_packages; router_previous: tools.router_previous and tools.router_previous_packages,
+# the release a fleet upgrades from), binary wheels for the base image's Python, each in a
+# context of its own (the other images' context stays as it is, and so their cache).
+router_context() {  # router_context NAME: prints the context directory, made or reused
+  local name=$1 ctx=$ROOT/build/${1//_/-}-context requirements hash
+  requirements=$("$PY" - "$ROOT/versions.yaml" "$name" <<'PYEOF'
 import sys, yaml
 tools = yaml.safe_load(open(sys.argv[1], encoding="utf-8"))["tools"]
-print("\n".join([f"sglang-router=={tools['sglang_router']}", *tools["sglang_router_packages"]]))
+if sys.argv[2] == "router":
+    print("\n".join([f"smg=={tools['smg']}", *tools["smg_packages"]]))
+else:
+    print("\n".join([tools["router_previous"], *tools["router_previous_packages"]]))
 PYEOF
 )
-  router_hash=$(echo "$router_requirements python=$router_py" | sha256sum | cut -d' ' -f1)
-  mkdir -p "$router_ctx/router-wheelhouse"
-  if [[ $(cat "$router_ctx/router-wheelhouse/.stamp" 2>/dev/null) != "$router_hash" ]]; then
-    rm -rf "$router_ctx/router-wheelhouse" && mkdir -p "$router_ctx/router-wheelhouse"
-    echo "$router_requirements" >"$router_ctx/router-wheelhouse/requirements.txt"
-    "$PY" -m pip download --quiet --no-deps --dest "$router_ctx/router-wheelhouse" \
+  hash=$(echo "$requirements python=$router_py" | sha256sum | cut -d' ' -f1)
+  mkdir -p "$ctx/router-wheelhouse"
+  if [[ $(cat "$ctx/router-wheelhouse/.stamp" 2>/dev/null) != "$hash" ]]; then
+    rm -rf "$ctx/router-wheelhouse" && mkdir -p "$ctx/router-wheelhouse"
+    echo "$requirements" >"$ctx/router-wheelhouse/requirements.txt"
+    "$PY" -m pip download --quiet --no-deps --dest "$ctx/router-wheelhouse" \
       --only-binary=:all: --python-version "$router_py" --implementation cp \
       --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
       --platform manylinux2014_x86_64 --platform linux_x86_64 \
-      --requirement "$router_ctx/router-wheelhouse/requirements.txt" || {
-      echo "build-images.sh: pip could not download the router's pins (versions.yaml" \
-        "tools.sglang_router / tools.sglang_router_packages); fix the pins or the index" >&2
+      --requirement "$ctx/router-wheelhouse/requirements.txt" >&2 || {
+      echo "build-images.sh: pip could not download the pins of image $name (versions.yaml" \
+        "tools.smg / tools.smg_packages, or tools.router_previous*); fix the pins or the index" >&2
       exit 1
     }
-    echo "$router_hash" >"$router_ctx/router-wheelhouse/.stamp"
+    echo "$hash" >"$ctx/router-wheelhouse/.stamp"
   fi
   # Copied only on change, so an unchanged context keeps every layer cached.
-  cmp -s "$ROOT/docker/router/entrypoint.sh" "$router_ctx/router-entrypoint.sh" \
-    || cp "$ROOT/docker/router/entrypoint.sh" "$router_ctx/router-entrypoint.sh"
-fi
+  cmp -s "$ROOT/docker/router/entrypoint.sh" "$ctx/router-entrypoint.sh" \
+    || cp "$ROOT/docker/router/entrypoint.sh" "$ctx/router-entrypoint.sh"
+  echo "$ctx"
+}
+router_py=$(pin upstream_images.local_base.tag)
 
 IFS=, read -r -a wanted <<<"$images"
 for name in "${wanted[@]}"; do
@@ -288,15 +295,18 @@ for name in "${wanted[@]}"; do
   case $name in
     exporter|standin) base=$python_base ;;
     sglang) base=$sglang_base ;;
-    router) base=$python_base; context=$router_ctx ;;
-    *) echo "build-images.sh: unknown image '$name' (exporter, standin, sglang, router)" >&2; exit 2 ;;
+    router|router_previous) base=$python_base; context=$(router_context "$name") || exit 1 ;;
+    *) echo "build-images.sh: unknown image '$name' (exporter, standin, sglang, router, router_previous)" >&2; exit 2 ;;
   esac
   ref="$(pin "specserve_images.$name.repository"):$(pin "specserve_images.$name.tag")"
   dockerfile="$ROOT/$(pin "specserve_images.$name.dockerfile")"
   start=$SECONDS
   extra=()
   [[ $name == sglang ]] && extra=(--build-arg "SGLANG_VERSION=$sglang_version")
-  [[ $name == router ]] && extra=(--build-arg "SGLANG_ROUTER_VERSION=$(pin tools.sglang_router)")
+  [[ $name == router ]] && extra=(--build-arg "SMG_VERSION=$(pin tools.smg)")
+  previous=$(pin tools.router_previous)
+  [[ $name == router_previous ]] && extra=(--build-arg "SMG_VERSION=${previous##*==}"
+    --build-arg "ROUTER_MODULE=sglang_router")
   docker build --quiet -f "$dockerfile" \
     --build-arg "BASE_IMAGE=$base" --build-arg "SPECSERVE_VERSION=$version" "${extra[@]}" \
     -t "$ref" "$context" >/dev/null

@@ -13,7 +13,8 @@
 #    Tags are Debian's upstream version and REVISION below; the inventory names them
 #    (monitoring_prometheus_image / monitoring_alertmanager_image).
 #  - the stand-in, exporter and router images (scripts/build-images.sh --local-base; the router
-#    from its pinned PyPI wheel, for the fleet: docs/router.md).
+#    from its pinned PyPI wheel, for the fleet: docs/router.md), and the router release a fleet
+#    upgrades from (router_previous, for the upgrade test).
 # Idempotent: an image whose inputs are unchanged is not rebuilt. A tag is never rebuilt with
 # other content (other runs may be using it): the script stops and says what to do.
 set -euo pipefail
@@ -111,4 +112,4 @@ cp /usr/share/prometheus/alertmanager/default.tmpl /usr/share/prometheus/alertma
 alertmanager_ui "$root/usr/share/prometheus/alertmanager/ui"
 build alertmanager "$(version_of prometheus-alertmanager)-$REVISION" /bin/alertmanager "$work/alertmanager"
 
-bash scripts/build-images.sh --local-base --images exporter,standin,router
+bash scripts/build-images.sh --local-base --images exporter,standin,router,router_previous

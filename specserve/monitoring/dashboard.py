@@ -46,6 +46,7 @@ from specserve.monitoring.metrics import (
     ROUTER_UPSTREAM_RESPONSES,
     ROUTER_WORKER_ACTIVE_REQUESTS,
     ROUTER_WORKER_POOL_SIZE,
+    ROUTER_WORKER_REQUESTS,
     ROUTER_WORKER_RETRIES,
     SGLANG_E2E_REQUEST_LATENCY,
     SGLANG_GEN_THROUGHPUT,
@@ -524,8 +525,9 @@ _WORKER_STATE = [
     ValueMap(
         options={
             "1": ValueMappingResult(text="in rotation", color="green", index=0),
-            "0": ValueMappingResult(text="out: unhealthy or circuit open", color="red", index=1),
-            "-1": ValueMappingResult(text="removed", color="orange", index=2),
+            "0": ValueMappingResult(text="out: unhealthy, draining or circuit open", color="red",
+                                   index=1),
+            "-1": ValueMappingResult(text="removed from the router", color="orange", index=2),
         }
     )
 ]
@@ -584,7 +586,7 @@ def _router_row(settings: Settings) -> Row:
     def rate(metric: str) -> str:
         return f"rate({metric}[$__rate_interval])"
 
-    return "Router (SGLang's sglang-router)", [
+    return "Router (SGLang's smg)", [
         _state(
             "Router scrape target",
             [Query(f"{UP}{{{_ROUTER_JOB}}}", "{{instance}}")],
@@ -595,7 +597,8 @@ def _router_row(settings: Settings) -> Row:
         statetimeline.Panel()
         .title("Workers in rotation")
         .description("Each worker as the router sees it: in rotation, out (failing health "
-                     "checks or circuit breaker open) or removed. SpecServeWorkerOutOfRotation "
+                     "checks, draining, or circuit breaker open) or removed (gone from the "
+                     "router's list, shown for 6 h after). SpecServeWorkerOutOfRotation "
                      "fires when a worker stays out longer than its `for`.")
         .unit("short")
         .datasource(DATASOURCE)
@@ -648,7 +651,16 @@ def _router_row(settings: Settings) -> Row:
                    f"{{{_ROUTER_JOB}}})", "{{worker}}")],
             "Requests the router has in flight on each worker: an even spread means the "
             "replicas share the load; a drained worker goes to 0 before its restart.",
-            width=16,
+            width=8,
+        ),
+        _series(
+            "Requests sent per worker",
+            "reqps",
+            [Query(f"sum by (instance, worker) ({rate(ROUTER_WORKER_REQUESTS)})", "{{worker}}")],
+            "Requests the router sends each worker per second, retries included: a worker "
+            "its overload protection leaves out (8 waiting requests or 0.8 KV usage by "
+            "default) gets fewer than the rest.",
+            width=8,
         ),
         stat.Panel()
         .title("Workers in the router's pool")

@@ -40,35 +40,41 @@ DCGM_FB_USED = "DCGM_FI_DEV_FB_USED"
 DCGM_POWER_USAGE = "DCGM_FI_DEV_POWER_USAGE"
 DCGM_GPU_TEMP = "DCGM_FI_DEV_GPU_TEMP"
 
-# SGLang's router (sglang-router / smg, the model gateway), served on --prometheus-port
-# (default 29000) at /metrics. Names, types and labels as the pinned binary exports them
-# (tests/monitoring/test_router_metrics.py scrapes the real binary in front of stand-ins); a
-# worker's series carry `worker`, its URL as given to the router (http://host:port).
+# SGLang's router (smg, Shepherd Model Gateway; sglang-router up to 0.3.2), served on
+# --prometheus-port (default 29000) at /metrics. Names, types and labels as the pinned binary
+# exports them (tests/monitoring/test_router_metrics.py scrapes the real binary in front of
+# stand-ins); a worker's series carry `worker`, its URL as given to the router (http://host:port).
 ROUTER_REQUESTS = "smg_router_requests_total"
 ROUTER_UPSTREAM_RESPONSES = "smg_router_upstream_responses_total"
 ROUTER_REQUEST_DURATION = "smg_router_request_duration_seconds"
 ROUTER_WORKER_RETRIES = "smg_worker_retries_total"
-# 1 in rotation, 0 failing its health checks, -1 removed from the router (the rolling deploy
-# takes a node out this way); the series of a removed worker stays at -1.
+# 1 in rotation, 0 failing its health checks or draining (smg keeps a removed worker in a
+# `draining` state, not routed to, for 5 s); once removed, the worker's series are gone.
 ROUTER_WORKER_HEALTH = "smg_worker_health"
-# Circuit breaker: 0 closed, 1 open (no traffic sent), 2 half-open; -1 once removed.
+# Circuit breaker: 0 closed, 1 open (no traffic sent), 2 half-open.
 ROUTER_WORKER_CIRCUIT = "smg_worker_cb_state"
 ROUTER_WORKER_ACTIVE_REQUESTS = "smg_worker_requests_active"
 ROUTER_WORKER_POOL_SIZE = "smg_worker_pool_size"
+# Requests dispatched to each worker (each send, retries included).
+ROUTER_WORKER_REQUESTS = "smg_worker_requests_total"
+
+# How long a worker that left the router's list still counts as out of rotation: smg drops a
+# removed worker's series, so "removed" is read as "seen within this window, gone now".
+# Longer than SpecServeWorkerOutOfRotation's `for` (30m), or a removal would never fire it; a
+# worker retired on purpose stops counting this long after it left.
+ROUTER_RETIRED_LOOKBACK = "6h"
 
 
 def router_worker_state(selector: str) -> str:
     """PromQL for each worker's place in the router's rotation: 1 in rotation, 0 out (failing
-    health checks or circuit open), -1 removed. Removal is read from the circuit state, not from
-    health alone: a health check in flight when the worker is removed can set its health back to
-    1 after the removal's -1, and nothing checks it again (seen with smg 0.3.2, about one removal
-    in eight with a slow /health), while its circuit state stays at -1."""
+    health checks, draining, or circuit open), -1 gone from the router's worker list (removed),
+    for ROUTER_RETIRED_LOOKBACK after its last sample."""
     health = f"{ROUTER_WORKER_HEALTH}{{{selector}}}"
     circuit = f"{ROUTER_WORKER_CIRCUIT}{{{selector}}}"
     return (f"{health}\n"
             f"* ({circuit} != bool 1)\n"
-            f"* ({circuit} != bool -1)\n"
-            f"- ({circuit} == bool -1)")
+            f"or on (job, instance, worker)\n"
+            f"(0 * last_over_time({health}[{ROUTER_RETIRED_LOOKBACK}]) - 1)")
 
 
 @dataclass(frozen=True)
@@ -92,4 +98,5 @@ ROUTER_METRICS: tuple[RouterMetric, ...] = (
     RouterMetric(ROUTER_WORKER_CIRCUIT, "gauge", ("worker",)),
     RouterMetric(ROUTER_WORKER_ACTIVE_REQUESTS, "gauge", ("worker",)),
     RouterMetric(ROUTER_WORKER_POOL_SIZE, "gauge", ("worker_type", "connection_mode", "model")),
+    RouterMetric(ROUTER_WORKER_REQUESTS, "counter", ("worker", "model")),
 )

@@ -882,7 +882,8 @@ ALERTS += (
         name="SpecServeWorkerOutOfRotation",
         severity="warning",
         # The threshold of "too long": longer than a rolling deploy keeps a node out (its
-        # drain, restart, weights load and gate); a removed worker's series stays at -1.
+        # drain, restart, weights load and gate); a removed worker reads -1 for 6 h after it
+        # left the router's list (metrics.ROUTER_RETIRED_LOOKBACK).
         for_="30m",
         value_expr=router_worker_state('job=~"[[job]]"'),
         comparison="<",
@@ -890,13 +891,14 @@ ALERTS += (
         summary="A worker has been out of the router's rotation too long",
         description=(
             "Worker {{ $labels.worker }} of the router {{ $labels.instance }} gets no traffic "
-            "(its rotation state is {{ $value }}: 0 means failing health checks or an open "
-            "circuit, -1 removed from the router) for longer than this alert's `for`. "
+            "(its rotation state is {{ $value }}: 0 means failing health checks, draining or "
+            "an open circuit, -1 removed from the router) for longer than this alert's `for`. "
             "The fleet serves with one replica less."
         ),
-        meaning="The router reports a worker unhealthy, removed, or behind an open circuit "
-        "breaker for longer than `for` (the out-of-rotation threshold): a rollout that "
-        "stopped with the node out, or a replica that keeps failing its health checks.",
+        meaning="The router reports a worker unhealthy, draining, or behind an open circuit "
+        "breaker, or no longer lists a worker it listed within 6 h, for longer than `for` "
+        "(the out-of-rotation threshold): a rollout that stopped with the node out, or a "
+        "replica that keeps failing its health checks.",
         query_thresholds=(_ROUTER_JOB,),
     ),
     Alert(

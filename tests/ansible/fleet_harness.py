@@ -23,8 +23,10 @@ from .harness import ROOT, Run, docker_inspect, free_port, playbook, write_profi
 
 API_KEY = "sk-test-4f1c2a9e7b"  # in the test vault (fixtures/vault.yml)
 NODES = ("node1", "node2", "node3")
-ROUTER_IMAGE = "{repository}:{tag}".format(
-    **yaml.safe_load((ROOT / "versions.yaml").read_text())["specserve_images"]["router"])
+_IMAGES = yaml.safe_load((ROOT / "versions.yaml").read_text())["specserve_images"]
+ROUTER_IMAGE = "{repository}:{tag}".format(**_IMAGES["router"])
+# The router a fleet upgrades from (sglang-router 0.3.2), built by scripts/setup/ansible.sh.
+PREVIOUS_ROUTER_IMAGE = "{repository}:{tag}".format(**_IMAGES["router_previous"])
 # The failure matrix's faster stand-in (a decode line every ~0.1 s under load).
 BASE_ENV = {"SPECSERVE_STANDIN_LOAD_SECONDS": "1", "SPECSERVE_STANDIN_WARMUP_SECONDS": "0.5",
             "SPECSERVE_STANDIN_TIME_SCALE": "0.2"}
@@ -40,6 +42,7 @@ class Fleet:
     ports: dict[str, int]
     nodes: tuple[str, ...] = NODES
     host_overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
+    group_overrides: dict[str, Any] = field(default_factory=dict)
 
     @property
     def router_url(self) -> str:
@@ -68,6 +71,7 @@ class Fleet:
             # Fast enough for a test, and the drain's bound short enough to be seen.
             router_health_check_interval_s=1, router_drain_poll_s=0.5, router_join_poll_s=0.5,
         )
+        group_vars.update(self.group_overrides)
         hosts = {}
         for node in self.nodes:
             home = self.workdir / node
@@ -97,8 +101,9 @@ class Fleet:
         return f"{self.prefix}-router"
 
     def listed_urls(self) -> set[str]:
-        """Every worker the router lists, healthy or not."""
-        return {w["url"] for w in self.workers()}
+        """Every worker the router lists, healthy or not, but not one draining out of it: smg
+        keeps a removed worker listed `draining` for 5 s, routing nothing to it."""
+        return {w["url"] for w in self.workers() if w.get("status") != "draining"}
 
     def workers(self) -> list[dict[str, Any]]:
         request = urllib.request.Request(
@@ -204,12 +209,14 @@ class RotationWatcher(Sampler):
 
 @contextmanager
 def deployed_fleet(tmp_path_factory: pytest.TempPathFactory, tag: str,
-                   figures: dict[str, Any], nodes: tuple[str, ...] = NODES) -> Iterator[Fleet]:
-    """The nodes (three unless told) and the router, first deployed; removed (containers) on
-    exit."""
+                   figures: dict[str, Any], nodes: tuple[str, ...] = NODES,
+                   first_deploy: dict[str, Any] | None = None) -> Iterator[Fleet]:
+    """The nodes (three unless told) and the router, first deployed (with the group variables
+    `first_deploy` on top, for that deploy only); removed (containers) on exit."""
     require_docker()
-    if docker_inspect(ROUTER_IMAGE) is None:
-        pytest.fail(f"image {ROUTER_IMAGE} missing; run scripts/setup/ansible.sh")
+    for image in (ROUTER_IMAGE, PREVIOUS_ROUTER_IMAGE):
+        if docker_inspect(image) is None:
+            pytest.fail(f"image {image} missing; run scripts/setup/ansible.sh")
     workdir = tmp_path_factory.mktemp(tag)
     (workdir / "profiles").mkdir()
     (workdir / "tests").symlink_to(ROOT / "tests")
@@ -219,12 +226,15 @@ def deployed_fleet(tmp_path_factory: pytest.TempPathFactory, tag: str,
                 ports={name: free_port() for name in names}, nodes=nodes)
     for node in nodes:
         write_profile(dep.profile(node), dep.ports[node])
+    dep.group_overrides = dict(first_deploy or {})
     dep.write_inventory()
     try:
         run = playbook(dep.inventory, timeout=900)
         assert run.rc == 0, run.output[-6000:]
         figures["first deploy seconds"] = round(run.seconds, 1)
         assert dep.urls_in_rotation() == {dep.node_url(n) for n in nodes}
+        dep.group_overrides = {}
+        dep.write_inventory()
         yield dep
     finally:
         print(f"\n{tag} figures:\n" + json.dumps(figures, indent=2, sort_keys=True))

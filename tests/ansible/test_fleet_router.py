@@ -29,8 +29,17 @@ from typing import Any
 
 import pytest
 
-from .fleet_harness import API_KEY, Fleet, Sampler, changed, changed_tasks, deployed_fleet
-from .harness import Background, docker_inspect, http_status, playbook, write_profile
+from .fleet_harness import (
+    API_KEY,
+    PREVIOUS_ROUTER_IMAGE,
+    ROUTER_IMAGE,
+    Fleet,
+    Sampler,
+    changed,
+    changed_tasks,
+    deployed_fleet,
+)
+from .harness import Background, Run, docker_inspect, http_status, playbook, write_profile
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(1800)]
 
@@ -40,10 +49,39 @@ JOIN_ROTATION = "TASK [router : Join | into the rotation]"
 NODES = ("node1", "node2")
 
 
+@dataclass
+class Upgrade:
+    """The fleet's router replaced: sglang-router 0.3.2 (the first deploy's) by the pinned smg,
+    under a request loop through the router."""
+
+    before: dict[str, Any]
+    after: dict[str, Any]
+    run: Run
+    loop: Requests
+    ready: Readiness
+
+
 @pytest.fixture(scope="module")
-def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
-    with deployed_fleet(tmp_path_factory, "ssr", FIGURES, NODES) as dep:
-        yield dep
+def fleet_upgraded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Fleet, Upgrade]]:
+    """The fleet first deployed on the router release before smg, then upgraded by the next
+    deploy (the inventory's default router_image) while requests go through the router; every
+    scenario after runs on the upgraded router."""
+    with deployed_fleet(tmp_path_factory, "ssr", FIGURES, NODES,
+                        first_deploy={"router_image": PREVIOUS_ROUTER_IMAGE}) as dep:
+        before = docker_inspect(dep.router)
+        assert before is not None
+        with Requests(f"{dep.router_url}/generate") as loop, Readiness(dep) as ready:
+            time.sleep(3)  # requests to the previous router first
+            run = playbook(dep.inventory, timeout=900)
+            time.sleep(3)
+        after = docker_inspect(dep.router)
+        assert after is not None
+        yield dep, Upgrade(before, after, run, loop, ready)
+
+
+@pytest.fixture(scope="module")
+def fleet(fleet_upgraded: tuple[Fleet, Upgrade]) -> Fleet:
+    return fleet_upgraded[0]
 
 
 @dataclass
@@ -139,6 +177,43 @@ def wait_until(check: Any, what: str, timeout: float = 120) -> None:
 def rotation_file(fleet: Fleet) -> list[str]:
     text = (fleet.workdir / "router" / "rotation" / "workers").read_text(encoding="utf-8")
     return [line for line in text.splitlines() if line and not line.startswith("#")]
+
+
+def test_a_fleet_on_the_previous_router_is_upgraded_to_smg(
+    fleet_upgraded: tuple[Fleet, Upgrade],
+) -> None:
+    """A fleet whose router is sglang-router 0.3.2 (the release before smg) upgrades with a
+    plain deploy: the router container is replaced by the pinned smg, no node is touched, the
+    rotation is kept, and the requests that fail are those of the router's own outage (one
+    router on the host's address: the old process must go before the new one binds it).
+    Figures printed."""
+    fleet, upgrade = fleet_upgraded
+    assert upgrade.before["Config"]["Image"] == PREVIOUS_ROUTER_IMAGE
+    assert upgrade.after["Config"]["Image"] == ROUTER_IMAGE
+    assert upgrade.run.rc == 0, upgrade.run.output[-6000:]
+    # What it changed, reported: the router's container, nothing on the nodes.
+    assert changed(upgrade.run, NODES) == {"node1": 0, "node2": 0,
+                                           "router": upgrade.run.recap("router")["changed"]}
+    assert upgrade.run.recap("router")["changed"] > 0
+    assert any("Up | container" in task for task in changed_tasks(upgrade.run)), (
+        changed_tasks(upgrade.run))
+    assert "Replacing" not in upgrade.run.output, "a node was replaced"
+    assert fleet.urls_in_rotation() == {fleet.node_url(n) for n in NODES}
+    # The outage, from the router's own /readiness: the last 200 before the first answer that
+    # was not one, to the first 200 to a request sent after it.
+    samples = upgrade.ready.samples
+    first_down = next(i for i, (_, _, status) in enumerate(samples) if status != 200)
+    down_at = samples[first_down - 1][1] if first_down else samples[0][0]
+    ready_at = upgrade.ready.ready_after(samples[first_down][0])
+    figures = outage_figures(upgrade.loop, down_at, ready_at)
+    assert figures["requests"] >= 10 and upgrade.loop.sent[-1].error == ""
+    FIGURES["router upgrade"] = {**figures, "play_seconds": round(upgrade.run.seconds, 1)}
+    print(f"\nrouter upgrade 0.3.2 -> smg: {FIGURES['router upgrade']}")
+
+    rerun = playbook(fleet.inventory, timeout=600)
+    assert rerun.rc == 0, rerun.output[-6000:]
+    assert changed(rerun, NODES) == {host: 0 for host in (*NODES, "router")}, (
+        changed_tasks(rerun))
 
 
 def test_router_killed_mid_roll_is_started_again_by_the_play(fleet: Fleet) -> None:

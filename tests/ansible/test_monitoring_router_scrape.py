@@ -3,7 +3,7 @@
 Real `ansible-playbook` runs of the shared role and the monitoring role in export mode (the
 files for an existing Prometheus, written on the controller): with `monitoring_router_targets`
 the scrape config gains the `specserve-router` job, and the real Prometheus loading that
-config scrapes the real router (the pinned sglang-router in front of a stand-in, on loopback)
+config scrapes the real router (the pinned smg in front of a stand-in, on loopback)
 under that job, the one the fleet alerts select. Without targets there is no such job; a target
 that is not host:port fails the play naming the variable, before anything is written.
 """

@@ -29,6 +29,7 @@ profile_filter = _load("filter/specserve_profile.py")
 weights = _load("modules/specserve_weights_verify.py")
 probe = _load("modules/specserve_server_probe.py")
 poll = _load("action/specserve_poll.py")
+router_workers = _load("filter/router_workers.py")
 
 
 def test_recorded_h100_query() -> None:
@@ -198,3 +199,29 @@ def test_poll_done_conditions() -> None:
     assert not poll.is_done({"stdout": "405\n"}, "stdout", [""], None)
     assert poll.is_done({"stdout": "0 exited"}, "stdout", [], "0 ")
     assert not poll.is_done({"stdout": "4242 running"}, "stdout", [], "0 ")
+
+
+def test_router_routable_counts_a_draining_worker_out() -> None:
+    # smg lists a removed worker `draining` for a settle time; the deploy counts it out (the
+    # drain's wait, the join's add, up.yml's settling). Order kept.
+    workers = [
+        {"id": "a", "url": "http://n1:1", "status": "ready", "is_healthy": True},
+        {"id": "b", "url": "http://n2:1", "status": "draining", "is_healthy": False},
+        {"id": "c", "url": "http://n3:1", "status": "ready", "is_healthy": False},
+    ]
+    assert [w["id"] for w in router_workers.router_routable(workers)] == ["a", "c"]
+
+
+def test_router_routable_keeps_entries_without_a_status() -> None:
+    # sglang-router 0.3.2, the router a fleet upgrades from, lists no status.
+    workers = [{"id": "a", "url": "http://n1:1", "is_healthy": True}]
+    assert router_workers.router_routable(workers) == workers
+
+
+def test_router_draining_names_the_urls_an_add_must_wait_for() -> None:
+    workers = [
+        {"id": "a", "url": "http://n1:1", "status": "ready"},
+        {"id": "b", "url": "http://n2:1", "status": "draining"},
+        {"id": "c", "url": "http://n3:1"},
+    ]
+    assert router_workers.router_draining(workers) == ["http://n2:1"]

@@ -12,7 +12,9 @@ class LoadGenerator:
     """`clients` threads each sending one chat completion after another while switched on."""
 
     def __init__(self, url: str, clients: int, max_tokens: int, deadline_s: float) -> None:
+        self._base = url
         self._url = url + "/v1/chat/completions"
+        self._model = ""
         self._max_tokens = max_tokens
         self._on = threading.Event()
         self._stop = threading.Event()
@@ -25,6 +27,11 @@ class LoadGenerator:
         ]
 
     def start(self) -> None:
+        # The served model name, as a client asks it: SGLang's router (smg) routes by `model`
+        # (a body without one is a 400) where SGLang itself ignores it.
+        models = requests.get(self._base + "/v1/models", timeout=30)
+        models.raise_for_status()
+        self._model = str(models.json()["data"][0]["id"])
         for thread in self._threads:
             thread.start()
 
@@ -43,6 +50,7 @@ class LoadGenerator:
     def _client(self, index: int) -> None:
         # No keyword from the stand-in's content_factors ("code", "poem"): factor 1.
         body = {
+            "model": self._model,
             "messages": [{"role": "user", "content": f"Summarise the weather report {index}."}],
             "max_tokens": self._max_tokens,
             "ignore_eos": True,

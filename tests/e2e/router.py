@@ -1,4 +1,4 @@
-"""The real SGLang router (the pinned sglang-router from PyPI) on loopback, for tests.
+"""The real SGLang router (the pinned smg from PyPI) on loopback, for tests.
 
 scripts/setup/router.sh installs it into .cache/router-venv at the versions.yaml pin and prints
 its bin directory; a failed install fails the test that needs it (never a skip).
@@ -7,6 +7,7 @@ its bin directory; a failed install fails the test that needs it (never a skip).
 from __future__ import annotations
 
 import subprocess
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,9 +51,16 @@ class Router:
         assert ids, f"{worker_url} is not a worker of the router: {self.workers()}"
         requests.delete(f"{self.url}/workers/{ids[0]}", timeout=10).raise_for_status()
 
-    def add(self, worker_url: str) -> None:
-        requests.post(self.url + "/workers", json={"url": worker_url},
-                      timeout=10).raise_for_status()  # fmt: skip
+    def add(self, worker_url: str, timeout: float = 30) -> None:
+        """Put a worker (back) in, as the deploy's join does: a URL smg still drains after its
+        removal (5 s) answers 409 until it is gone, so the add is retried until accepted."""
+        deadline = time.monotonic() + timeout
+        while True:
+            response = requests.post(self.url + "/workers", json={"url": worker_url}, timeout=10)
+            if response.status_code != 409 or time.monotonic() > deadline:
+                response.raise_for_status()
+                return
+            time.sleep(0.5)
 
     def metrics(self) -> str:
         response = requests.get(self.metrics_url, timeout=10)

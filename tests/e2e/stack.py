@@ -2,7 +2,7 @@
 
 stand-in SGLang (`specserve-launch` with a copy of profiles/standin-cpu.yaml, teeing a log file)
 -> `specserve-exporter --profile` following that file -> Debian's Prometheus scraping the exporter,
-the stand-in's /metrics and the real SGLang router's (the pinned sglang-router in front of the
+the stand-in's /metrics and the real SGLang router's (the pinned smg in front of the
 stand-in, as a fleet of one), loading rules rendered by `specserve rules render --overrides`
 -> Debian's Alertmanager with the shipped routing and inhibitions -> a webhook receiver here.
 """

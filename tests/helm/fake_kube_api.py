@@ -2,8 +2,9 @@
 every request, so the real router's service discovery can run here and be seen to ask only for
 what the chart's Role grants.
 
-It answers only the core/v1 pods collection of namespaces the test names (list, watch) and
-refuses everything else with 403, as an API server does for a verb the token's Role lacks.
+It answers only the core/v1 pods collection of the namespace the test names (list, watch),
+filtered by an equality-based `labelSelector` as the API server filters it, and refuses
+everything else with 403, as an API server does for a verb the token's Role lacks.
 """
 
 from __future__ import annotations
@@ -33,6 +34,16 @@ class Call:
         if self.query.get("watch", ["false"])[0] in ("true", "1"):
             return "watch"
         return "list" if self.path.endswith("/pods") else "get"
+
+    @property
+    def label_selector(self) -> dict[str, str] | None:
+        """The request's labelSelector (key=value terms only), None without one."""
+        raw = self.query.get("labelSelector", [""])[0]
+        if not raw:
+            return None
+        terms = [t.split("=", 1) for t in raw.split(",")]
+        assert all(len(t) == 2 and "!" not in t[0] for t in terms), f"not key=value: {raw}"
+        return {k: v.removeprefix("=") for k, v in terms}
 
 
 def pod(name: str, namespace: str, labels: dict[str, str], ready: bool = True,
@@ -92,9 +103,12 @@ class FakeKubeApi:
                                      "message": f"{parts.path} is outside the Role"})  # fmt: skip
                     return
                 if call.verb == "list":
+                    wanted = call.label_selector or {}
+                    items = [p for p in api.pods
+                             if wanted.items() <= p["metadata"]["labels"].items()]  # fmt: skip
                     self._json(200, {"kind": "PodList", "apiVersion": "v1",
                                      "metadata": {"resourceVersion": "10"},
-                                     "items": api.pods})  # fmt: skip
+                                     "items": items})  # fmt: skip
                     return
                 # A watch: nothing changes; keep the stream open (bookmarks) until asked to stop.
                 self.send_response(200)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +42,33 @@ def test_readme_documents_every_value() -> None:
     assert "## Kubernetes quick start" in readme
 
 
+def _shown(value: Any) -> str:
+    """A scalar default as the README's table writes it: `value`, a string that YAML would read as
+    something else quoted (`"1"`), an empty one as `""`."""
+    if isinstance(value, str):
+        return json.dumps(value) if value == "" or yaml.safe_load(value) != value else value
+    return json.dumps(value)
+
+
+def test_readme_defaults_are_the_values_defaults() -> None:
+    """Where the table's default is one literal (`...`), it is values.yaml's; prose defaults
+    (requests 1 / 1Gi, the repository's docs/runbooks) are left to the reader."""
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    table = (CHART / "README.md").read_text().split("## Values", 1)[1]
+    rows = dict(re.findall(r"^\| `([^`]+)` \| `([^`]*)` \|", table, re.M))
+    checked, wrong = 0, []
+    for path in _paths(values):
+        node: Any = values
+        for key in path.split("."):
+            node = node[key] if isinstance(node, dict) and key in node else None
+        if path in rows and not isinstance(node, (dict, list)):
+            checked += 1
+            if rows[path] != _shown(node):
+                wrong.append(f"{path}: README `{rows[path]}`, values.yaml `{_shown(node)}`")
+    assert not wrong, wrong
+    assert checked > 100  # the table's literal defaults are read, not skipped
+
+
 def test_notes_tell_how_to_watch_the_load_and_reach_the_dashboard(tools: Path) -> None:
     result = helm(tools, "install", "kimi", str(CHART), "--dry-run=client", "-n", "inference",
                   "--set", "model.storage=download")  # fmt: skip
@@ -62,6 +91,13 @@ def test_notes_tell_how_the_router_finds_the_replicas_and_how_upgrades_roll(tool
     assert "Role kimi-specserve-router: list/watch pods in inference" in notes
     assert "kubectl -n inference port-forward svc/kimi-specserve-router 29000:29000" in notes
     assert "the router's smg_* series as job specserve-router" in notes
+    assert "Router upgrades: RollingUpdate (maxSurge 1, maxUnavailable 0" in notes
+    assert "PodDisruptionBudget kimi-specserve-router: a node drain evicts at most 1 router" in (
+        notes
+    )
+    assert "grep -E 'Registering worker|Removing worker'" in notes  # smg's log lines
+    # smg routes by the request's model: the example names the one the profile serves.
+    assert '"model": "/models/Kimi-K2.5", "messages"' in notes
     single = helm(tools, "install", "kimi", str(CHART), "--dry-run=client", "-n", "inference")
     assert single.returncode == 0, single.stderr
     assert "Upgrades: Recreate (the old pod frees its GPUs" in single.stdout

@@ -25,6 +25,21 @@ SCHEMA_CASES = [
         "at '/prometheusRule/alerts/SpecDecodeBelowBaseline/for'",
     ),
     (["--set", "router.policy=fastest"], "at '/router/policy'"),
+    # bucket is one of smg's --prefill-policy choices (PD mode), not of --policy.
+    (["--set", "router.policy=bucket"], "at '/router/policy'"),
+    # smg refuses these at start too (tests/helm/test_router_real.py runs it with each).
+    (
+        ["--set", "router.overloadProtection.waitingRequests=0"],
+        "at '/router/overloadProtection/waitingRequests'",
+    ),
+    (
+        ["--set-json", "router.overloadProtection.tokenUsage=1.5"],
+        "at '/router/overloadProtection/tokenUsage'",
+    ),
+    (
+        ["--set", "router.podDisruptionBudget.maxUnavailable=0"],
+        "at '/router/podDisruptionBudget/maxUnavailable'",
+    ),
     # A budget of 0 would block every node drain.
     (["--set", "podDisruptionBudget.maxUnavailable=0"], "at '/podDisruptionBudget/maxUnavailable'"),
     (["--set", "router.healthCheck.endpoint=health"], "at '/router/healthCheck/endpoint'"),
@@ -136,6 +151,17 @@ GUARDRAILS = [
         "answers 503 only after 40 s",
     ),
     (["--set", "model.existingClaim.claimName="], "model.existingClaim.claimName is empty"),
+    (
+        [
+            "--set",
+            "router.enabled=true",
+            "--set",
+            "router.overloadProtection.enabled=false",
+            "--set",
+            "router.overloadProtection.shed=true",
+        ],
+        "router.overloadProtection.shed is true but router.overloadProtection.enabled is false",
+    ),
 ]
 
 

@@ -212,7 +212,7 @@ def test_several_replicas_router_and_anti_affinity(rendered: dict[str, Rendered]
     assert anti[0]["labelSelector"]["matchLabels"]["app.kubernetes.io/component"] == "server"
     router = render.one("Deployment", "specserve-router")["spec"]["template"]["spec"]
     (container,) = router["containers"]
-    assert container["image"] == "lmsysorg/sgl-model-gateway:v0.3.2"
+    assert container["image"] == "lightseekorg/smg:1.13.0"
     args = container["args"]
     assert args[args.index("--service-discovery-port") + 1] == "8000"
     assert "app.kubernetes.io/component=server" in args

@@ -1,18 +1,25 @@
-"""The chart's router, run for real: the pinned sglang-router binary (versions.yaml
-tools.sglang_router, the package the chart's lmsysorg/sgl-model-gateway image is built from) with
-the argv the chart renders, in front of stand-in SGLang servers on 127.0.0.1.
+"""The chart's router, run for real: the pinned smg binary (Shepherd Model Gateway, versions.yaml
+tools.smg, the package the chart's lightseekorg/smg image is built from) with the argv the chart
+renders, in front of stand-in SGLang servers on 127.0.0.1.
 
-- Its own parser (sglang_router.launch_router.parse_router_args, what the image's entrypoint
-  `python3 -m sglang_router.launch_router` calls) reads every rendered flag as the chart means it.
+- Its own launcher (smg.launch_router, what the image's entrypoint `python3 -m smg.launch_router`
+  runs: parse_router_args, the IGW switch that discovery turns on, the validation, the Rust
+  Router's construction; everything but serving) reads every rendered flag as the chart means it.
+  The chart's policy choices are the parser's own; overload protection and warm-up reach it as set;
+  the values schema's bounds are the binary's (what one accepts the other starts with, what one
+  refuses the other refuses).
 - With the rendered Kubernetes discovery flags unchanged, pointed at a fake API server on loopback
   (KUBECONFIG), it adds only the release's Ready server pod, routes an authenticated completion to
   it, serves smg_* metrics on the metrics port, and asks the API for exactly what the chart's Role
-  grants: list and watch of pods in the release namespace.
+  grants: list and watch of pods in the release namespace, with the chart's selector.
 - With the discovery flags swapped for the equivalent static worker list, it balances over three
   stand-ins and keeps answering when one of them dies.
-- On SIGTERM (a router rollout, after the chart's preStop sleep) it refuses new connections and
-  lets a running generation finish, which is why the chart gives it a grace period
-  (--shutdown-grace-period-secs, terminationGracePeriodSeconds) longer than its default.
+- The rendered probe paths: readiness 503 without a healthy worker and 200 with one, liveness 200;
+  neither asks for the API key (the kubelet sends none).
+- On SIGTERM (a router rollout, after the chart's preStop sleep) readiness turns 503 at once, new
+  requests are still served for smg's 5 s settle window, then refused, and a running generation
+  finishes, which is why the chart gives it a grace period (--shutdown-grace-period-secs,
+  terminationGracePeriodSeconds) longer than its default.
 """
 
 from __future__ import annotations
@@ -38,11 +45,35 @@ from tests.helm.fake_kube_api import FakeKubeApi, pod
 from tests.standin.helpers import FAST_ENV, Standin, free_port
 
 ROUTER_VALUES = CHART / "ci" / "replicas-router-values.yaml"
+VALUES = yaml.safe_load((CHART / "values.yaml").read_text())
+SCHEMA = json.loads((CHART / "values.schema.json").read_text())["properties"]["router"]
 NAMESPACE = "inference"
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 KEY = "router-test-key-3f9a"  # a throwaway key: the test checks it never reaches the router's log
-# The upstream image's ENTRYPOINT (sgl-project/sglang docker/gateway.Dockerfile, router-image).
-IMAGE_ENTRYPOINT = ["python3", "-m", "sglang_router.launch_router"]
+# The upstream image's ENTRYPOINT (lightseekorg/smg docker/Dockerfile, router-image).
+IMAGE_ENTRYPOINT = ["python3", "-m", "smg.launch_router"]
+RELEASE = {"app.kubernetes.io/name": "specserve", "app.kubernetes.io/instance": "specserve",
+           "app.kubernetes.io/component": "server"}  # fmt: skip
+
+# Everything the image's entrypoint does (smg.launch_router.main) but serve: parse, switch IGW on
+# for discovery, validate, build the Rust Router from the arguments. Prints the final arguments.
+LAUNCH = """\
+import dataclasses, json, sys
+import smg.launch_router as launcher
+launcher.Router.start = lambda self: None
+args = launcher.parse_router_args(sys.argv[1:])
+launcher.launch_router(args)
+print(json.dumps(dataclasses.asdict(args), default=str))
+"""
+# The parser's own --policy choices and default (the parser parse_router_args builds).
+POLICY = """\
+import argparse, json
+from smg.router_args import RouterArgs
+parser = argparse.ArgumentParser()
+RouterArgs.add_cli_args(parser, use_router_prefix=False)
+(action,) = [a for a in parser._actions if "--policy" in a.option_strings]
+print(json.dumps({"choices": list(action.choices), "default": action.default}))
+"""
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +88,7 @@ def router_bin() -> Path:
         if not (venv_bin / "python").exists() and any(
             s in tail for s in ("No matching distribution", "Could not fetch", "NewConnectionError")
         ):
-            pytest.skip(f"PyPI unreachable, cannot install sglang-router:\n{tail}")
+            pytest.skip(f"PyPI unreachable, cannot install smg:\n{tail}")
         pytest.fail(f"scripts/setup/router.sh failed:\n{tail}")
     return Path(result.stdout.strip())
 
@@ -68,20 +99,20 @@ def _tools() -> Path:
     return _install_tools()
 
 
-def _router_container(*args: str) -> dict[str, Any]:
+def _router_docs(*args: str) -> list[dict[str, Any]]:
     result = template(_tools(), "--show-only", "templates/router.yaml", *args)
     assert result.returncode == 0, result.stderr
-    docs = [d for d in yaml.safe_load_all(result.stdout) if d]
-    (deploy,) = [d for d in docs if d["kind"] == "Deployment"]
+    return [d for d in yaml.safe_load_all(result.stdout) if d]
+
+
+def _router_container(*args: str) -> dict[str, Any]:
+    (deploy,) = [d for d in _router_docs(*args) if d["kind"] == "Deployment"]
     (container,) = deploy["spec"]["template"]["spec"]["containers"]
     return container
 
 
 def _role_rules() -> list[dict[str, Any]]:
-    result = template(_tools(), "--values", str(ROUTER_VALUES),
-                      "--show-only", "templates/router.yaml")  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    (role,) = [d for d in yaml.safe_load_all(result.stdout) if d and d["kind"] == "Role"]
+    (role,) = [d for d in _router_docs("--values", str(ROUTER_VALUES)) if d["kind"] == "Role"]
     rules: list[dict[str, Any]] = role["rules"]
     return rules
 
@@ -106,16 +137,13 @@ def _without_discovery(argv: list[str]) -> list[str]:
     return out
 
 
+def _python(router_bin: Path, code: str, *argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(router_bin / "python"), "-c", code, *argv],
+                          capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+
+
 def _parse(router_bin: Path, argv: list[str]) -> dict[str, Any]:
-    code = (
-        "import dataclasses, json, sys\n"
-        "from sglang_router.launch_router import parse_router_args\n"
-        "args = parse_router_args(sys.argv[1:])\n"
-        "args._validate_router_args()\n"
-        "print(json.dumps(dataclasses.asdict(args), default=str))\n"
-    )
-    result = subprocess.run([str(router_bin / "python"), "-c", code, *argv],
-                            capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    result = _python(router_bin, LAUNCH, *argv)
     assert result.returncode == 0, f"the real router refused the argv {argv}:\n{result.stderr}"
     parsed: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
     return parsed
@@ -123,7 +151,7 @@ def _parse(router_bin: Path, argv: list[str]) -> dict[str, Any]:
 
 def test_the_image_entrypoint_and_the_real_parser_read_the_rendered_flags(router_bin: Path) -> None:
     values = yaml.safe_load(ROUTER_VALUES.read_text())
-    defaults = yaml.safe_load((CHART / "values.yaml").read_text())["router"]
+    defaults = VALUES["router"]
     # Without an API key in the profile the container runs the image's entrypoint itself.
     plain = _router_container("--values", str(CHART / "ci" / "small-model-values.yaml"),
                               "--set", "router.enabled=true")  # fmt: skip
@@ -133,15 +161,16 @@ def test_the_image_entrypoint_and_the_real_parser_read_the_rendered_flags(router
     parsed = _parse(router_bin, keyed["args"])
     check = defaults["healthCheck"]
     assert {k: parsed[k] for k in (
-        "service_discovery", "selector", "service_discovery_namespace", "service_discovery_port",
-        "host", "port", "policy", "prometheus_host", "prometheus_port", "health_check_endpoint",
-        "health_check_timeout_secs", "health_check_interval_secs", "health_failure_threshold",
+        "service_discovery", "enable_igw", "selector", "service_discovery_namespace",
+        "service_discovery_port", "host", "port", "policy", "prometheus_host", "prometheus_port",
+        "health_check_endpoint", "health_check_timeout_secs", "health_check_interval_secs",
+        "health_failure_threshold", "shutdown_grace_period_secs",
     )} == {
         "service_discovery": True,
+        # The launcher switches IGW mode on for discovery: workers grouped by served model.
+        "enable_igw": True,
         # The Deployment's own pod selector: the server pods of this release, nothing else.
-        "selector": {"app.kubernetes.io/name": "specserve",
-                     "app.kubernetes.io/instance": "specserve",
-                     "app.kubernetes.io/component": "server"},
+        "selector": RELEASE,
         "service_discovery_namespace": NAMESPACE,
         "service_discovery_port": 8000,  # the default profile's server.port
         "host": "0.0.0.0", "port": defaults["port"], "policy": defaults["policy"],
@@ -150,6 +179,7 @@ def test_the_image_entrypoint_and_the_real_parser_read_the_rendered_flags(router
         "health_check_timeout_secs": check["timeoutSeconds"],
         "health_check_interval_secs": check["intervalSeconds"],
         "health_failure_threshold": check["failureThreshold"],
+        "shutdown_grace_period_secs": defaults["shutdownGracePeriodSeconds"],
     }  # fmt: skip
     assert values["router"]["enabled"] is True
     # With the profile's API key the image's entrypoint runs behind a shell that adds the key
@@ -162,19 +192,95 @@ def test_the_image_entrypoint_and_the_real_parser_read_the_rendered_flags(router
     assert _parse(router_bin, extra["args"])["max_concurrent_requests"] == 256
 
 
+def test_the_policy_choices_are_the_binarys_own(router_bin: Path) -> None:
+    result = _python(router_bin, POLICY)
+    assert result.returncode == 0, result.stderr
+    binary = json.loads(result.stdout)
+    # The schema allows exactly what the binary's --policy takes, no more, no fewer.
+    assert sorted(SCHEMA["properties"]["policy"]["enum"]) == sorted(binary["choices"])
+    assert VALUES["router"]["policy"] == binary["default"] == "cache_aware"
+    # values.yaml's comment and the README's row name every choice.
+    text = (CHART / "values.yaml").read_text()
+    comment = text[text.index("\nrouter:\n") : text.index("\n  policy:")]
+    row = next(line for line in (CHART / "README.md").read_text().splitlines()
+               if line.startswith("| `router.policy` |"))  # fmt: skip
+    for choice in binary["choices"]:
+        assert re.search(rf"\b{choice}\b", comment), f"values.yaml's comment omits {choice}"
+        assert f"`{choice}`" in row, f"README's router.policy row omits {choice}"
+
+
+@pytest.mark.parametrize("policy", SCHEMA["properties"]["policy"]["enum"])
+def test_every_policy_the_schema_allows_reaches_the_router(router_bin: Path, policy: str) -> None:
+    container = _router_container("--values", str(ROUTER_VALUES), "--set",
+                                  f"router.policy={policy}")  # fmt: skip
+    assert _parse(router_bin, container["args"])["policy"] == policy
+
+
+OVERLOAD_FIELDS = {
+    "overloadProtection.enabled": "worker_overload_protection",
+    "overloadProtection.waitingRequests": "worker_overload_waiting_requests",
+    "overloadProtection.tokenUsage": "worker_overload_token_usage",
+    "overloadProtection.shed": "worker_overload_shed",
+    "warmup.seconds": "worker_warmup_secs",
+    "warmup.share": "worker_warmup_share",
+}
+CHANGED = {
+    "overloadProtection.enabled": True, "overloadProtection.waitingRequests": 3,
+    "overloadProtection.tokenUsage": 0.65, "overloadProtection.shed": True,
+    "warmup.seconds": 0, "warmup.share": 0.5,
+}  # fmt: skip
+
+
+def _value(path: str) -> Any:
+    node: Any = VALUES["router"]
+    for key in path.split("."):
+        node = node[key]
+    return node
+
+
+@pytest.mark.parametrize("settings", [{}, CHANGED], ids=["defaults", "every-setting-changed"])
+def test_overload_protection_and_warmup_reach_the_router(
+    router_bin: Path, settings: dict[str, Any]
+) -> None:
+    # --set-json: `--set` reads 0.65 as a string, which the schema refuses (a number).
+    sets = [a for k, v in settings.items() for a in ("--set-json", f"router.{k}={json.dumps(v)}")]
+    parsed = _parse(router_bin, _router_container("--values", str(ROUTER_VALUES), *sets)["args"])
+    wanted = {k: settings.get(k, _value(k)) for k in OVERLOAD_FIELDS}
+    assert {k: parsed[f] for k, f in OVERLOAD_FIELDS.items()} == wanted
+
+
+def test_overload_protection_off_reaches_the_router(router_bin: Path) -> None:
+    container = _router_container("--values", str(ROUTER_VALUES), "--set",
+                                  "router.overloadProtection.enabled=false")  # fmt: skip
+    assert "--disable-worker-overload-protection" in container["args"]
+    assert not any(a.startswith("--worker-overload-") for a in container["args"])
+    parsed = _parse(router_bin, container["args"])
+    assert parsed["worker_overload_protection"] is False
+    assert parsed["worker_overload_shed"] is False
+
+
+def test_the_overload_and_warmup_defaults_are_the_binarys_own(router_bin: Path) -> None:
+    """values.yaml says its overload and warm-up defaults are smg's: the binary given no such
+    flag must agree, or the comments (and the 0.3.2 comparison in docs/helm.md) are stale."""
+    bare = _parse(router_bin, ["--worker-urls", "http://127.0.0.1:1"])
+    assert {k: bare[f] for k, f in OVERLOAD_FIELDS.items()} == {
+        k: _value(k) for k in OVERLOAD_FIELDS}  # fmt: skip
+
+
 class Run:
     """Processes this test started, stopped (and their logs kept) at teardown."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        self.model = str(root / "model")  # the stand-ins' model path, their served model name
         self.procs: list[subprocess.Popen[bytes]] = []
+        self.routers: list[subprocess.Popen[bytes]] = []
 
     def standin(self, name: str, **env: str) -> Standin:
         port = free_port()
         log = self.root / f"{name}.log"
-        argv = [sys.executable, "-m", "specserve.standin.server", "--model-path",
-                str(self.root / "model"), "--host", "127.0.0.1", "--port", str(port),
-                "--api-key", KEY]  # fmt: skip
+        argv = [sys.executable, "-m", "specserve.standin.server", "--model-path", self.model,
+                "--host", "127.0.0.1", "--port", str(port), "--api-key", KEY]  # fmt: skip
         with log.open("wb") as out:
             proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
                                     env={**os.environ, **FAST_ENV, **env})  # fmt: skip
@@ -183,19 +289,22 @@ class Run:
         server.wait_ready()
         return server
 
-    def router(self, command: list[str], argv: list[str], env: dict[str, str]) -> Path:
-        log = self.root / "router.log"
+    def router(self, command: list[str], argv: list[str], env: dict[str, str],
+               name: str = "router") -> Path:  # fmt: skip
+        log = self.root / f"{name}.log"
         with log.open("wb") as out:
             proc = subprocess.Popen([*command, *argv], stdout=out, stderr=subprocess.STDOUT,
                                     env=env, cwd=self.root)  # fmt: skip
         self.procs.append(proc)
+        self.routers.append(proc)
         self.router_proc = proc
         return log
 
     def stop(self) -> None:
         for proc in self.procs:
             if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
+                # A router's SIGTERM costs its 5 s settle window; the drain test sends its own.
+                proc.send_signal(signal.SIGKILL if proc in self.routers else signal.SIGTERM)
         for proc in self.procs:
             try:
                 proc.wait(timeout=15)
@@ -241,10 +350,18 @@ def _metrics(url: str) -> str:
     return requests.get(url, timeout=5).text
 
 
-def _chat(url: str, content: str, key: str | None = KEY) -> requests.Response:
+def _chat(url: str, content: str, model: str, key: str | None = KEY) -> requests.Response:
     headers = {"Authorization": f"Bearer {key}"} if key else {}
-    body = {"messages": [{"role": "user", "content": content}], "max_tokens": 8}
+    body = {"model": model, "messages": [{"role": "user", "content": content}], "max_tokens": 8}
     return requests.post(url + "/v1/chat/completions", json=body, headers=headers, timeout=30)
+
+
+def _probe(url: str, container: dict[str, Any], kind: str) -> requests.Response:
+    """GET the path of the rendered probe (readinessProbe, livenessProbe), without the API key,
+    as the kubelet does."""
+    get = container[kind]["httpGet"]
+    assert get["port"] == "http"  # the router's API port, the one `url` points at
+    return requests.get(url + get["path"], timeout=container[kind]["timeoutSeconds"])
 
 
 def _wait(what: str, ok: Any, timeout: float, log: Path) -> None:
@@ -270,14 +387,12 @@ def test_kubernetes_discovery_finds_the_ready_server_pod_with_only_the_roles_ver
     port, metrics_port = free_port(), free_port()
     argv = _loopback(container["args"], port, metrics_port)
     argv = _set(argv, "--service-discovery-port", str(server.port))
-    release = {"app.kubernetes.io/name": "specserve", "app.kubernetes.io/instance": "specserve",
-               "app.kubernetes.io/component": "server"}  # fmt: skip
     api = FakeKubeApi(NAMESPACE, [
-        pod("specserve-5d8f-ready", NAMESPACE, release),
-        pod("specserve-5d8f-loading", NAMESPACE, release, ready=False),
-        pod("other-specserve-7c1a", NAMESPACE, {**release, "app.kubernetes.io/instance": "other"}),
+        pod("specserve-5d8f-ready", NAMESPACE, RELEASE),
+        pod("specserve-5d8f-loading", NAMESPACE, RELEASE, ready=False),
+        pod("other-specserve-7c1a", NAMESPACE, {**RELEASE, "app.kubernetes.io/instance": "other"}),
         pod("specserve-router-9b2e", NAMESPACE,
-            {**release, "app.kubernetes.io/component": "router"}),
+            {**RELEASE, "app.kubernetes.io/component": "router"}),
     ]).start()  # fmt: skip
     try:
         env = _router_env(router_bin, KUBECONFIG=str(api.kubeconfig(tmp_path / "kubeconfig")))
@@ -287,21 +402,29 @@ def test_kubernetes_discovery_finds_the_ready_server_pod_with_only_the_roles_ver
         _wait("the discovered pod healthy in the router", lambda: worker in _metrics(metrics),
               60, log)  # fmt: skip
         url = f"http://127.0.0.1:{port}"
-        answer = _chat(url, "hello through the router")
+        # IGW mode: the request names the model the worker serves (what /v1/models lists).
+        listed = requests.get(url + "/v1/models", headers={"Authorization": f"Bearer {KEY}"},
+                              timeout=5).json()  # fmt: skip
+        assert [m["id"] for m in listed["data"]] == [run.model], listed
+        answer = _chat(url, "hello through the router", run.model)
         assert answer.status_code == 200, answer.text
         assert answer.json()["choices"][0]["message"]["content"]
         # The router asks clients for the key it was given (from the Secret file).
-        assert _chat(url, "no key", key=None).status_code == 401
+        assert _chat(url, "no key", run.model, key=None).status_code == 401
         text = _metrics(metrics)
         # The series are on the metrics port only: the monitors must scrape port `metrics`.
         assert requests.get(url + "/metrics", timeout=5).status_code == 404
         assert re.search(r'^smg_router_requests_total\{[^}]*endpoint="chat"[^}]*\} 1$', text, re.M)
         assert re.search(r"^smg_worker_pool_size\{[^}]*\} 1$", text, re.M), text
         lines = ANSI.sub("", log.read_text(errors="replace"))
-        added = re.findall(r"Adding pod: (\S+) ", lines)
-        assert added == ["specserve-5d8f-ready"], added
+        # The launcher switched IGW mode on for discovery (the chart does not pass --enable-igw).
+        assert "Initializing the gateway in multi-router mode (IGW)" in lines
+        # Only the release's Ready server pod, registered under its uid (the fake API's
+        # "uid-<name>") and the discovery port.
+        registered = re.findall(r"Registering worker (\S+) \(\w+\) as uid-(\S+):\d+$", lines, re.M)
+        assert registered == [(f"127.0.0.1:{server.port}", "specserve-5d8f-ready")], registered
         assert KEY not in lines  # the key reaches the router by flag, never its log
-        api.wait_for("watch", 10)
+        assert api.wait_for("watch", 10)
     finally:
         api.stop()
     granted = {verb for rule in _role_rules() for verb in rule["verbs"]}
@@ -309,6 +432,9 @@ def test_kubernetes_discovery_finds_the_ready_server_pod_with_only_the_roles_ver
     assert {c.path for c in api.calls} == {f"/api/v1/namespaces/{NAMESPACE}/pods"}
     # Least privilege both ways: everything it asked was granted, and every grant was used.
     assert used == granted == {"list", "watch"}, (used, granted)
+    # The API server filters by the chart's selector: the router is sent no other pod.
+    assert {json.dumps(c.label_selector, sort_keys=True) for c in api.calls} == {
+        json.dumps(RELEASE, sort_keys=True)}, [c.query for c in api.calls]  # fmt: skip
 
 
 def test_static_workers_equivalent_balances_and_survives_a_dead_replica(
@@ -327,8 +453,12 @@ def test_static_workers_equivalent_balances_and_survives_a_dead_replica(
     _wait("three healthy workers", lambda: _metrics(metrics).count("smg_worker_health{") == 3
           and all(f'worker="{s.url}"}} 1' in _metrics(metrics) for s in servers), 60, log)
     url = f"http://127.0.0.1:{port}"
+    # The rendered readiness probe passes once workers are healthy, with no key.
+    _wait("readiness 200", lambda: _probe(url, container, "readinessProbe").status_code == 200,
+          10, log)  # fmt: skip
+    assert _probe(url, container, "readinessProbe").json()["healthy_workers"] == 3
     for i in range(12):
-        answer = _chat(url, f"request {i}")
+        answer = _chat(url, f"request {i}", run.model)
         assert answer.status_code == 200, answer.text
     text = _metrics(metrics)
     served = {s.url: sum(int(float(v)) for v in re.findall(
@@ -336,7 +466,8 @@ def test_static_workers_equivalent_balances_and_survives_a_dead_replica(
         text, re.M)) for s in servers}  # fmt: skip
     assert sorted(served.values()) == [4, 4, 4], served
     servers[0].stop()
-    failed = [i for i in range(6) if _chat(url, f"after the loss {i}").status_code != 200]
+    failed = [i for i in range(6)
+              if _chat(url, f"after the loss {i}", run.model).status_code != 200]  # fmt: skip
     assert failed == [], f"requests {failed} failed with one replica of three down"
     # They did reach the dead replica and were retried on the others (smg_* names: the router's).
     text = _metrics(metrics)
@@ -346,11 +477,52 @@ def test_static_workers_equivalent_balances_and_survives_a_dead_replica(
     assert re.search(r"^smg_worker_retries_total\{[^}]*\} [1-9]", text, re.M), text
 
 
-def test_sigterm_lets_a_running_generation_finish_and_refuses_new_ones(
+# The values schema's edges, as the chart renders them: the binary starts with each.
+EDGES = ("router.overloadProtection.waitingRequests=1", "router.overloadProtection.tokenUsage=1",
+         "router.warmup.seconds=0", "router.warmup.share=1")  # fmt: skip
+# Just past them: the schema refuses each, and so does the binary (given the flag directly).
+PAST = {
+    "router.overloadProtection.waitingRequests=0": ("--worker-overload-waiting-requests", "0"),
+    "router.overloadProtection.tokenUsage=0": ("--worker-overload-token-usage", "0"),
+    "router.overloadProtection.tokenUsage=1.01": ("--worker-overload-token-usage", "1.01"),
+    "router.warmup.share=1.5": ("--worker-warmup-share", "1.5"),
+}
+
+
+def test_the_schema_bounds_are_the_binarys_and_the_probes_need_no_worker_to_answer(
     router_bin: Path, run: Run, tmp_path: Path
 ) -> None:
-    # Real-time stand-in: 160 tokens take about 2 s, long enough to stop the router mid-way.
-    server = run.standin("server-0", SPECSERVE_STANDIN_TIME_SCALE="1.0")
+    sets = [a for edge in EDGES for a in ("--set", edge)]
+    container = _keyed_container(tmp_path, *sets)
+    port, metrics_port = free_port(), free_port()
+    # A worker that never answers: the router starts, and has no healthy worker.
+    base = _without_discovery(_loopback(container["args"], port, metrics_port))
+    base += ["--worker-urls", f"http://127.0.0.1:{free_port()}"]
+    log = run.router(container["command"], base, _router_env(router_bin))
+    url = f"http://127.0.0.1:{port}"
+    _wait("liveness 200", lambda: _probe(url, container, "livenessProbe").status_code == 200,
+          30, log)  # fmt: skip
+    # Readiness: not Ready without a healthy worker (the Service sends the router nothing).
+    ready = _probe(url, container, "readinessProbe")
+    assert (ready.status_code, ready.json()["reason"]) == (503, "insufficient healthy workers")
+    assert run.router_proc.poll() is None
+    for item, (flag, value) in PAST.items():
+        refused = template(_tools(), "--values", str(ROUTER_VALUES), "--set", item)
+        assert refused.returncode != 0, f"the schema accepts {item}"
+        assert "values don't meet the specifications of the schema" in refused.stderr
+        argv = _set(_set(base, "--port", str(free_port())), "--prometheus-port", str(free_port()))
+        result = subprocess.run([*container["command"], *_set(argv, flag, value)],
+                                capture_output=True, text=True, timeout=30, check=False,
+                                env=_router_env(router_bin), cwd=tmp_path)  # fmt: skip
+        assert result.returncode != 0, f"the binary starts with {flag} {value}"
+        assert "Invalid value for field" in ANSI.sub("", result.stdout + result.stderr)
+
+
+def test_sigterm_drains_readiness_first_then_lets_a_running_generation_finish(
+    router_bin: Path, run: Run, tmp_path: Path
+) -> None:
+    # A slow stand-in (4x model time): 160 tokens take about 8 s, past smg's 5 s settle window.
+    server = run.standin("server-0", SPECSERVE_STANDIN_TIME_SCALE="4.0")
     container = _keyed_container(tmp_path)
     assert container["args"][container["args"].index("--shutdown-grace-period-secs") + 1] == "300"
     port, metrics_port = free_port(), free_port()
@@ -360,16 +532,22 @@ def test_sigterm_lets_a_running_generation_finish_and_refuses_new_ones(
     metrics = f"http://127.0.0.1:{metrics_port}/metrics"
     _wait("the worker healthy", lambda: f'worker="{server.url}"}} 1' in _metrics(metrics), 60, log)
     url = f"http://127.0.0.1:{port}"
+    _wait("readiness 200", lambda: _probe(url, container, "readinessProbe").status_code == 200,
+          10, log)  # fmt: skip
     result: dict[str, Any] = {}
 
     def long_request() -> None:
-        body = {"messages": [{"role": "user", "content": "a long one"}], "max_tokens": 160,
-                "ignore_eos": True}  # fmt: skip
+        body = {"model": run.model, "messages": [{"role": "user", "content": "a long one"}],
+                "max_tokens": 160, "ignore_eos": True}  # fmt: skip
         started = time.monotonic()
         answer = requests.post(url + "/v1/chat/completions", json=body, timeout=60,
                                headers={"Authorization": f"Bearer {KEY}"})  # fmt: skip
-        result.update(status=answer.status_code, seconds=time.monotonic() - started,
-                      tokens=answer.json().get("usage", {}).get("completion_tokens"))
+        result.update(
+            status=answer.status_code,
+            ended=time.monotonic(),
+            seconds=time.monotonic() - started,
+            tokens=answer.json().get("usage", {}).get("completion_tokens"),
+        )
 
     thread = threading.Thread(target=long_request)
     thread.start()
@@ -378,11 +556,33 @@ def test_sigterm_lets_a_running_generation_finish_and_refuses_new_ones(
     _wait("the request in flight", lambda: active in _metrics(metrics), 20, log)
     assert thread.is_alive(), f"the generation ended before the router was stopped: {result}"
     run.router_proc.send_signal(signal.SIGTERM)
+    stopped = time.monotonic()
     time.sleep(0.3)
-    with pytest.raises(requests.ConnectionError):
-        _chat(url, "after SIGTERM")
+    # At once: not Ready (the endpoint leaves the Service), still alive (no restart).
+    ready = _probe(url, container, "readinessProbe")
+    assert (ready.status_code, ready.json()["reason"]) == (503, "draining")
+    assert _probe(url, container, "livenessProbe").status_code == 200
+    # Still serving during the settle window: a client that had not yet seen the endpoint go
+    # gets an answer, not a refused connection.
+    late = _chat(url, "sent during the settle window", run.model)
+    assert late.status_code == 200, late.text
+    # Then the listener closes: new connections are refused.
+    _wait("new connections refused", lambda: _refused(url), 15, log)
+    closed = time.monotonic() - stopped
+    assert 3.0 <= closed <= 9.0, f"the listener closed {closed:.1f} s after SIGTERM, not ~5 s"
     thread.join(timeout=60)
     assert result.get("status") == 200 and result.get("tokens") == 160, result
+    # The generation outlived the listener: running requests are drained, not cut.
+    assert result["ended"] - stopped > closed, (result, closed)
     assert run.router_proc.wait(timeout=30) == 0
-    assert "starting graceful shutdown" in ANSI.sub("", log.read_text(errors="replace"))
+    lines = ANSI.sub("", log.read_text(errors="replace"))
+    assert "Beginning graceful shutdown: readiness draining" in lines
+    assert "settle_secs=5" in lines  # min(grace / 2, 5 s) of the chart's 300 s
 
+
+def _refused(url: str) -> bool:
+    try:
+        requests.get(url + "/liveness", timeout=2)
+    except requests.ConnectionError:
+        return True
+    return False

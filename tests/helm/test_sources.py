@@ -124,7 +124,7 @@ def test_image_pins_agree_with_versions_yaml() -> None:
     pins = yaml.safe_load((REPO / "versions.yaml").read_text())
     values = yaml.safe_load((CHART / "values.yaml").read_text())
     ours = pins["specserve_images"]
-    router = pins["upstream_images"]["sglang_router"]
+    router = pins["upstream_images"]["smg"]
     assert (values["image"]["repository"], values["image"]["tag"]) == (
         ours["sglang"]["repository"], ours["sglang"]["tag"],
     )  # fmt: skip

@@ -263,7 +263,9 @@ CASES: list[Case] = [
         Equal(f"{POD}.serviceAccountName", "specserve-router"),
         Equal(f"{POD}.containers[name=router].readinessProbe.httpGet.path", "/readiness"),
         Equal(f"{POD}.containers[name=router].livenessProbe.httpGet.path", "/liveness"),
-        Equal(f"{POD}.containers[name=router].securityContext.runAsUser", 65534),
+        # The smg image's own user (its Dockerfile: useradd --uid 65532 smg).
+        Equal(f"{POD}.containers[name=router].securityContext.runAsUser", 65532),
+        Equal(f"{POD}.securityContext.fsGroup", 65532),
         Equal(f"{POD}.containers[name=router].securityContext.readOnlyRootFilesystem", True),
         Contains(f"{POD}.containers[name=router].args", "--prometheus-port"),
     ), values="replicas-router"),
@@ -281,6 +283,10 @@ CASES: list[Case] = [
             # would drop a busy, healthy worker).
             "--health-check-endpoint", "/health_generate", "--health-check-timeout-secs", "30",
             "--health-check-interval-secs", "60", "--health-failure-threshold", "3",
+            # smg's overload protection and warm-up defaults, rendered whole so the values'
+            # comments stay what runs (tests/helm/test_router_real.py checks they are smg's).
+            "--worker-overload-waiting-requests", "8", "--worker-overload-token-usage", "0.8",
+            "--worker-warmup-secs", "60", "--worker-warmup-share", "0.25",
             # Running requests may finish after SIGTERM for as long as the server's own drain.
             "--shutdown-grace-period-secs", "300",
             "--prometheus-host", "0.0.0.0", "--prometheus-port", "29000",
@@ -290,6 +296,26 @@ CASES: list[Case] = [
         Equal(f"{POD}.terminationGracePeriodSeconds", 10 + 300 + 10),
         Equal(f"{POD}.automountServiceAccountToken", True),
     ), values="replicas-router"),
+    Case("rolls the routers surge-first: a new one Ready before an old one stops", "router.yaml",
+         "Deployment/specserve-router", (
+        Equal("spec.strategy", {"type": "RollingUpdate",
+                                "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}),
+        Equal(f"{ROUTER}.readinessProbe.httpGet", {"path": "/readiness", "port": "http"}),
+    ), values="replicas-router"),
+    Case("rolls a single router surge-first too (never none Ready)", "router.yaml",
+         "Deployment/specserve-router", (
+        Equal("spec.replicas", 1),
+        Equal("spec.strategy", {"type": "RollingUpdate",
+                                "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}),
+    ), sets=("router.enabled=true",)),
+    Case("switches overload protection off when asked", "router.yaml",
+         "Deployment/specserve-router", (
+        Contains(f"{ROUTER}.args", "--disable-worker-overload-protection"),
+    ), sets=("router.enabled=true", "router.overloadProtection.enabled=false")),
+    Case("sheds with 503 only when asked", "router.yaml", "Deployment/specserve-router", (
+        Contains(f"{ROUTER}.args", "--worker-overload-shed"),
+        Contains(f"{ROUTER}.args", "--worker-overload-waiting-requests"),
+    ), sets=("router.enabled=true", "router.overloadProtection.shed=true")),
     Case("grants the router only what its discovery calls: list and watch pods, one namespace",
          "router.yaml", "Role/specserve-router", (
         Equal("rules", [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]}]),
@@ -335,11 +361,22 @@ CASES: list[Case] = [
         Equal("spec.unhealthyPodEvictionPolicy", "AlwaysAllow"),
         Absent("spec.minAvailable"),
     ), values="replicas-router"),
-    Case("keeps one router pod routing through a drain", "poddisruptionbudget.yaml",
+    Case("keeps the other router pods routing through a drain", "poddisruptionbudget.yaml",
          "PodDisruptionBudget/specserve-router", (
         Equal("spec.maxUnavailable", 1),
-        Equal('spec.selector.matchLabels["app.kubernetes.io/component"]', "router"),
+        Equal("spec.selector.matchLabels", {
+            "app.kubernetes.io/name": "specserve", "app.kubernetes.io/instance": "specserve",
+            "app.kubernetes.io/component": "router",
+        }),
+        # A router with no healthy worker is not Ready and routes nothing: always evictable.
+        Equal("spec.unhealthyPodEvictionPolicy", "AlwaysAllow"),
+        Absent("spec.minAvailable"),
     ), values="replicas-router"),
+    Case("takes the router budget from its own values", "poddisruptionbudget.yaml",
+         "PodDisruptionBudget/specserve-router", (
+        Equal("spec.maxUnavailable", "50%"),
+    ), sets=("router.enabled=true", "router.replicaCount=4",
+             "router.podDisruptionBudget.maxUnavailable=50%")),
     Case("scrapes the router's metrics port as the router job", "servicemonitor.yaml",
          "ServiceMonitor/specserve-router", (
         Equal("spec.endpoints", [{
@@ -476,16 +513,21 @@ def _kinds(*args: str) -> set[tuple[str, str]]:
     return {(d["kind"], d["metadata"]["name"]) for d in yaml.safe_load_all(result.stdout) if d}
 
 
+def _budgets(*sets: str) -> set[str]:
+    args = [a for item in sets for a in ("--set", item)]
+    found = _kinds("--values", str(CHART / "ci" / "replicas-router-values.yaml"), *args)
+    return {n for k, n in found if k == "PodDisruptionBudget"}
+
+
 def test_no_disruption_budget_for_one_replica_or_when_disabled() -> None:
-    """One replica: maxUnavailable 1 protects nothing and minAvailable 1 blocks every drain."""
-    budgets = {n for k, n in _kinds() if k == "PodDisruptionBudget"}
-    assert budgets == set()
-    off = _kinds("--values", str(CHART / "ci" / "replicas-router-values.yaml"),
-                 "--set", "podDisruptionBudget.enabled=false")  # fmt: skip
-    assert not {n for k, n in off if k == "PodDisruptionBudget"}
-    one_router = _kinds("--values", str(CHART / "ci" / "replicas-router-values.yaml"),
-                        "--set", "router.replicaCount=1")  # fmt: skip
-    assert {n for k, n in one_router if k == "PodDisruptionBudget"} == {"specserve"}
+    """One replica: maxUnavailable 1 protects nothing and minAvailable 1 blocks every drain.
+    The server pods' and the router pods' budgets are switched separately."""
+    assert {n for k, n in _kinds() if k == "PodDisruptionBudget"} == set()
+    assert _budgets() == {"specserve", "specserve-router"}
+    assert _budgets("podDisruptionBudget.enabled=false") == {"specserve-router"}
+    assert _budgets("router.podDisruptionBudget.enabled=false") == {"specserve"}
+    assert _budgets("router.replicaCount=1") == {"specserve"}
+    assert _budgets("router.enabled=false") == {"specserve"}
 
 
 def test_disabling_the_rule_object_renders_nothing() -> None:

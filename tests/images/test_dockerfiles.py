@@ -83,10 +83,10 @@ AGREEMENTS: list[Agreement] = [
     Agreement("ansible/roles/weights/defaults/main.yml", yaml_key("weights_hf_hub_version"), lambda: VERSIONS["tools"]["huggingface_hub"]),  # noqa: E501
     Agreement("ansible/roles/weights/defaults/main.yml", yaml_key("weights_hf_click_version"), lambda: VERSIONS["tools"]["click"]),  # noqa: E501
     Agreement("docker/router/Dockerfile", dockerfile_arg("BASE_IMAGE"), image_ref("python")),
-    Agreement("docker/router/Dockerfile", dockerfile_arg("SGLANG_ROUTER_VERSION"), lambda: VERSIONS["tools"]["sglang_router"]),  # noqa: E501
+    Agreement("docker/router/Dockerfile", dockerfile_arg("SMG_VERSION"), lambda: VERSIONS["tools"]["smg"]),  # noqa: E501
     Agreement("ansible/roles/router/defaults/main.yml", yaml_key("router_image"), lambda: f"{VERSIONS['specserve_images']['router']['repository']}:{VERSIONS['specserve_images']['router']['tag']}"),  # noqa: E501
     # The router image's tag carries the router version it installs.
-    Agreement("versions.yaml", lambda p: VERSIONS["specserve_images"]["router"]["tag"].rsplit("-smg", 1)[1], lambda: VERSIONS["tools"]["sglang_router"]),  # noqa: E501
+    Agreement("versions.yaml", lambda p: VERSIONS["specserve_images"]["router"]["tag"].rsplit("-smg", 1)[1], lambda: VERSIONS["tools"]["smg"]),  # noqa: E501
     # Ansible defaults and Helm values add their lines here, e.g.
     # Agreement("charts/specserve/values.yaml", yaml_key("image.tag"), lambda: ...),
 ]

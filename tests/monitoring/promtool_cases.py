@@ -668,8 +668,9 @@ WORKER2 = {**ROUTER, "worker": "http://node2:8000"}
 
 
 def _worker(labels: dict[str, str], health: str, circuit: str) -> dict[str, str]:
-    """A worker as the router exports it: health (1 in, 0 failing, -1 removed) and circuit
-    breaker state (0 closed, 1 open, 2 half-open, -1 removed)."""
+    """A worker as the router exports it: health (1 in, 0 failing or draining) and circuit
+    breaker state (0 closed, 1 open, 2 half-open). smg drops a removed worker's series: Prometheus
+    marks them stale at the first scrape without them (`stale`), then they are absent (`_`)."""
     text = _labels_text(labels)
     return {f"smg_worker_health{text}": health, f"smg_worker_cb_state{text}": circuit}
 
@@ -692,9 +693,9 @@ def _idle_replica(instance: str) -> dict[str, str]:
 CASES.update({
     "SpecServeWorkerOutOfRotation": [
         Case(
-            "a rollout stopped with the worker removed: fires after `for` (30m), re-adding "
-            "it resolves",
-            {**_worker(WORKER1, "1x5 -1x40 1x20", "0x5 -1x40 0x20"),
+            "a rollout stopped with the worker removed (its series gone): fires after `for` "
+            "(30m), re-adding resolves",
+            {**_worker(WORKER1, "1x5 0 stale _x38 1x20", "0x5 0 stale _x38 0x20"),
              **_worker(WORKER2, "1x65", "0x65")},
             (
                 Check("SpecServeWorkerOutOfRotation", "30m"),  # pending since 6m
@@ -703,20 +704,20 @@ CASES.update({
             ),
         ),
         Case(
-            "removed while a health check was in flight: the router set its health back to 1, "
-            "its circuit state says removed; fires, re-adding resolves",
-            {**_worker(WORKER1, "1x65", "0x5 -1x40 0x20"),
-             **_worker(WORKER2, "1x65", "0x65")},
+            "a worker retired on purpose fires, and stops counting 6 h after it left the "
+            "router's list",
+            {**_worker(WORKER1, "1x5 stale", "0x5 stale"),
+             **_worker(WORKER2, "1x420", "0x420")},
             (
-                Check("SpecServeWorkerOutOfRotation", "30m"),  # pending since 6m
                 Check("SpecServeWorkerOutOfRotation", "40m", (Firing(WORKER1, "-1"),)),
-                Check("SpecServeWorkerOutOfRotation", "50m"),
+                Check("SpecServeWorkerOutOfRotation", "5h", (Firing(WORKER1, "-1"),)),
+                Check("SpecServeWorkerOutOfRotation", "6h30m"),
             ),
         ),
         Case(
-            "one node's restart in a rolling deploy (10m out) and a half-open circuit stay "
-            "silent",
-            {**_worker(WORKER1, "1x5 -1x10 1x40", "0x5 -1x10 0x40"),
+            "one node's restart in a rolling deploy (10m out: draining, then gone) and a "
+            "half-open circuit stay silent",
+            {**_worker(WORKER1, "1x5 0 stale _x8 1x40", "0x5 0 stale _x8 0x40"),
              **_worker(WORKER2, "1x55", "0x20 2x35")},
             (Check("SpecServeWorkerOutOfRotation", "20m"),
              Check("SpecServeWorkerOutOfRotation", "50m")),

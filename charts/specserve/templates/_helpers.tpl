@@ -223,6 +223,9 @@ gives up sooner fails a busy, healthy server. */}}
 {{- fail (printf "router.healthCheck: %s runs a one-token generation in SGLang and answers 503 only after %d s (SGLANG_HEALTH_CHECK_TIMEOUT), but timeoutSeconds is %d: the router would take a busy, healthy worker out of rotation. Fix: router.healthCheck.timeoutSeconds above %d (e.g. %d)" $check.endpoint $hcTimeout (int $check.timeoutSeconds) $hcTimeout (add $hcTimeout 10)) }}
 {{- end }}
 {{- end }}
+{{- if and .Values.router.overloadProtection.shed (not .Values.router.overloadProtection.enabled) }}
+{{- fail "router.overloadProtection.shed is true but router.overloadProtection.enabled is false: with protection off no worker is ever overloaded, so nothing would be shed. Fix: set enabled: true, or shed: false" }}
+{{- end }}
 {{- end }}
 {{- range $name := list "startup" "readiness" "liveness" }}
 {{- $probe := get $.Values.server.probes $name }}
