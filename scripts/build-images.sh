@@ -304,9 +304,10 @@ for name in "${wanted[@]}"; do
   extra=()
   [[ $name == sglang ]] && extra=(--build-arg "SGLANG_VERSION=$sglang_version")
   [[ $name == router ]] && extra=(--build-arg "SMG_VERSION=$(pin tools.smg)")
-  previous=$(pin tools.router_previous)
-  [[ $name == router_previous ]] && extra=(--build-arg "SMG_VERSION=${previous##*==}"
-    --build-arg "ROUTER_MODULE=sglang_router")
+  if [[ $name == router_previous ]]; then
+    previous=$(pin tools.router_previous)
+    extra=(--build-arg "SMG_VERSION=${previous##*==}" --build-arg "ROUTER_MODULE=sglang_router")
+  fi
   docker build --quiet -f "$dockerfile" \
     --build-arg "BASE_IMAGE=$base" --build-arg "SPECSERVE_VERSION=$version" "${extra[@]}" \
     -t "$ref" "$context" >/dev/null

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# SGLang's router (smg on PyPI, the binary the chart's lightseekorg/smg image runs) in .cache/router-venv (gitignored), idempotently, at the versions.yaml pins:
+# SGLang's router (smg on PyPI, the binary the chart's lightseekorg/smg image runs) in
+# .cache/router-venv (gitignored), idempotently, at the versions.yaml pins:
 #   tools.smg           the router itself
 #   tools.smg_packages  what `smg launch` imports, installed --no-deps so nothing floats
 # It runs on a CPU: tests put the real router in front of stand-in servers on loopback.

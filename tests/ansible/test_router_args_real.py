@@ -1,10 +1,11 @@
 """The Ansible router's command line, read by the pinned smg's own parser (issue 28 item 1).
 
 The router role renders `router_args` (ansible/roles/router/vars/main.yml) from its settings;
-the real `smg.launch_router.parse_router_args` of the pinned wheel (scripts/setup/router.sh)
-must read every flag back as the setting means it. A flag the binary dropped or renamed fails
-here, not in a fleet's first deploy. The overload defaults are the binary's own: a pin that
-moves them fails the last test, so the role's comment stays true.
+the pinned wheel's own launcher (scripts/setup/router.sh; tests.e2e.router.launched_args: parse,
+validate, build the router) must read every flag back as the setting means it. A flag the
+binary dropped or renamed fails here, not in a fleet's first deploy. The overload and warm-up
+defaults are the binary's own: a pin that moves them fails a test, so the role's comment stays
+true.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.e2e.router import router_bin
+from tests.e2e.router import launched_args
 
 REPO = Path(__file__).resolve().parents[2]
 ROLE = REPO / "ansible" / "roles" / "router"
@@ -50,14 +51,6 @@ PLAY = """\
         msg: "ROUTER_ARGS={{{{ router_args | to_json }}}}"
 """
 
-PARSE = """\
-import dataclasses, json, sys
-from smg.launch_router import parse_router_args
-args = parse_router_args(json.loads(sys.argv[1]))
-print(json.dumps({f.name: getattr(args, f.name) for f in dataclasses.fields(args)}, default=str))
-"""
-
-
 def _rendered(tmp_path: Path, settings: dict[str, Any]) -> list[str]:
     play = tmp_path / "render.yml"
     play.write_text(PLAY.format(defaults=ROLE / "defaults" / "main.yml",
@@ -76,13 +69,6 @@ def _rendered(tmp_path: Path, settings: dict[str, Any]) -> list[str]:
     return list(json.loads(json.loads(line.split('"msg": ', 1)[1])[len("ROUTER_ARGS="):]))
 
 
-def _parsed(argv: list[str]) -> dict[str, Any]:
-    done = subprocess.run([str(router_bin() / "python"), "-c", PARSE, json.dumps(argv)],
-                          capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
-    assert done.returncode == 0, f"smg refused {argv}:\n{done.stderr[-3000:]}"
-    return dict(json.loads(done.stdout))
-
-
 DEFAULTS = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text(encoding="utf-8"))
 ROLE_VARS = yaml.safe_load((ROLE / "vars" / "main.yml").read_text(encoding="utf-8"))
 CHANGED = {
@@ -97,20 +83,20 @@ CHANGED = {
 
 @pytest.mark.parametrize("settings", [{}, CHANGED], ids=["defaults", "every-setting-changed"])
 def test_the_real_parser_reads_every_setting_back(tmp_path: Path, settings: dict[str, Any]) -> None:
-    parsed = _parsed(_rendered(tmp_path, settings))
+    parsed = launched_args(_rendered(tmp_path, settings))
     wanted = {**{k: DEFAULTS[k] for k in FIELDS}, **settings}
     assert {FIELDS[k]: parsed[FIELDS[k]] for k in FIELDS} == {
         FIELDS[k]: v for k, v in wanted.items()}  # fmt: skip
 
 
 def test_overload_protection_off_reaches_the_router(tmp_path: Path) -> None:
-    parsed = _parsed(_rendered(tmp_path, {"router_overload_protection": False}))
+    parsed = launched_args(_rendered(tmp_path, {"router_overload_protection": False}))
     assert parsed["worker_overload_protection"] is False
     assert not parsed["worker_overload_shed"]
 
 
 def test_the_overload_defaults_are_the_binarys_own(tmp_path: Path) -> None:
-    bare = _parsed(["--worker-urls", "http://127.0.0.1:1"])
+    bare = launched_args(["--worker-urls", "http://127.0.0.1:1"])
     tuned = [k for k in FIELDS if k.startswith(("router_overload", "router_warmup"))]
     assert {k: DEFAULTS[k] for k in tuned} == {k: bare[FIELDS[k]] for k in tuned}
     # What the role leaves off the command line at these values is what the binary assumes.

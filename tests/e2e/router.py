@@ -6,11 +6,14 @@ its bin directory; a failed install fails the test that needs it (never a skip).
 
 from __future__ import annotations
 
+import functools
+import json
 import subprocess
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import requests
 
@@ -20,14 +23,38 @@ ROOT = Path(__file__).resolve().parents[2]
 SETUP = ROOT / "scripts" / "setup" / "router.sh"
 
 
+@functools.cache
 def router_bin() -> Path:
-    """The directory holding the pinned router's `smg` entry point."""
+    """The directory holding the pinned router's `smg` entry point (installed once a run)."""
     done = subprocess.run(["bash", str(SETUP)], capture_output=True, text=True, timeout=900,
                           check=False)  # fmt: skip
     assert done.returncode == 0, f"scripts/setup/router.sh failed:\n{done.stderr[-2000:]}"
     bindir = Path(done.stdout.strip().splitlines()[-1])
     assert (bindir / "smg").is_file(), f"no smg in {bindir}: {done.stdout[-500:]}"
     return bindir
+
+
+# Everything `smg launch` does but serve (smg.launch_router.main, the upstream image's
+# entrypoint): parse, switch IGW on for discovery, validate, build the Rust Router from the
+# arguments. Prints the final arguments.
+LAUNCH = """\
+import dataclasses, json, sys
+import smg.launch_router as launcher
+launcher.Router.start = lambda self: None
+args = launcher.parse_router_args(sys.argv[1:])
+launcher.launch_router(args)
+print(json.dumps(dataclasses.asdict(args), default=str))
+"""
+
+
+def launched_args(argv: Sequence[str]) -> dict[str, Any]:
+    """The arguments the pinned router ends up with for `argv`, as it would start with them;
+    an argv it refuses fails the calling test with the router's own words."""
+    result = subprocess.run([str(router_bin() / "python"), "-c", LAUNCH, *argv],
+                            capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    assert result.returncode == 0, f"the real router refused the argv {argv}:\n{result.stderr}"
+    parsed: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
+    return parsed
 
 
 @dataclass

@@ -40,7 +40,9 @@ import pytest
 import requests
 import yaml
 
-from tests.helm.conftest import CHART, REPO, template
+from tests.e2e.router import launched_args
+from tests.e2e.router import router_bin as installed_router_bin
+from tests.helm.conftest import CHART, template
 from tests.helm.fake_kube_api import FakeKubeApi, pod
 from tests.standin.helpers import FAST_ENV, Standin, free_port
 
@@ -55,16 +57,6 @@ IMAGE_ENTRYPOINT = ["python3", "-m", "smg.launch_router"]
 RELEASE = {"app.kubernetes.io/name": "specserve", "app.kubernetes.io/instance": "specserve",
            "app.kubernetes.io/component": "server"}  # fmt: skip
 
-# Everything the image's entrypoint does (smg.launch_router.main) but serve: parse, switch IGW on
-# for discovery, validate, build the Rust Router from the arguments. Prints the final arguments.
-LAUNCH = """\
-import dataclasses, json, sys
-import smg.launch_router as launcher
-launcher.Router.start = lambda self: None
-args = launcher.parse_router_args(sys.argv[1:])
-launcher.launch_router(args)
-print(json.dumps(dataclasses.asdict(args), default=str))
-"""
 # The parser's own --policy choices and default (the parser parse_router_args builds).
 POLICY = """\
 import argparse, json
@@ -78,19 +70,7 @@ print(json.dumps({"choices": list(action.choices), "default": action.default}))
 
 @pytest.fixture(scope="module")
 def router_bin() -> Path:
-    result = subprocess.run(
-        ["bash", str(REPO / "scripts" / "setup" / "router.sh")],
-        capture_output=True, text=True, timeout=900, check=False,
-    )  # fmt: skip
-    venv_bin = REPO / ".cache" / "router-venv" / "bin"
-    if result.returncode != 0:
-        tail = result.stderr[-2000:]
-        if not (venv_bin / "python").exists() and any(
-            s in tail for s in ("No matching distribution", "Could not fetch", "NewConnectionError")
-        ):
-            pytest.skip(f"PyPI unreachable, cannot install smg:\n{tail}")
-        pytest.fail(f"scripts/setup/router.sh failed:\n{tail}")
-    return Path(result.stdout.strip())
+    return installed_router_bin()
 
 
 def _tools() -> Path:
@@ -142,23 +122,16 @@ def _python(router_bin: Path, code: str, *argv: str) -> subprocess.CompletedProc
                           capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
 
 
-def _parse(router_bin: Path, argv: list[str]) -> dict[str, Any]:
-    result = _python(router_bin, LAUNCH, *argv)
-    assert result.returncode == 0, f"the real router refused the argv {argv}:\n{result.stderr}"
-    parsed: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
-    return parsed
-
-
-def test_the_image_entrypoint_and_the_real_parser_read_the_rendered_flags(router_bin: Path) -> None:
+def test_the_image_entrypoint_and_the_real_parser_read_the_rendered_flags() -> None:
     values = yaml.safe_load(ROUTER_VALUES.read_text())
     defaults = VALUES["router"]
     # Without an API key in the profile the container runs the image's entrypoint itself.
     plain = _router_container("--values", str(CHART / "ci" / "small-model-values.yaml"),
                               "--set", "router.enabled=true")  # fmt: skip
     assert plain["command"] == IMAGE_ENTRYPOINT
-    assert _parse(router_bin, plain["args"])["service_discovery_port"] == 30000  # its profile's
+    assert launched_args(plain["args"])["service_discovery_port"] == 30000  # its profile's
     keyed = _router_container("--values", str(ROUTER_VALUES))
-    parsed = _parse(router_bin, keyed["args"])
+    parsed = launched_args(keyed["args"])
     check = defaults["healthCheck"]
     assert {k: parsed[k] for k in (
         "service_discovery", "enable_igw", "selector", "service_discovery_namespace",
@@ -189,7 +162,7 @@ def test_the_image_entrypoint_and_the_real_parser_read_the_rendered_flags(router
     # Extra flags reach the real parser too.
     extra = _router_container("--values", str(ROUTER_VALUES), "--set-string",
                               "router.extraArgs={--max-concurrent-requests,256}")  # fmt: skip
-    assert _parse(router_bin, extra["args"])["max_concurrent_requests"] == 256
+    assert launched_args(extra["args"])["max_concurrent_requests"] == 256
 
 
 def test_the_policy_choices_are_the_binarys_own(router_bin: Path) -> None:
@@ -210,10 +183,10 @@ def test_the_policy_choices_are_the_binarys_own(router_bin: Path) -> None:
 
 
 @pytest.mark.parametrize("policy", SCHEMA["properties"]["policy"]["enum"])
-def test_every_policy_the_schema_allows_reaches_the_router(router_bin: Path, policy: str) -> None:
+def test_every_policy_the_schema_allows_reaches_the_router(policy: str) -> None:
     container = _router_container("--values", str(ROUTER_VALUES), "--set",
                                   f"router.policy={policy}")  # fmt: skip
-    assert _parse(router_bin, container["args"])["policy"] == policy
+    assert launched_args(container["args"])["policy"] == policy
 
 
 OVERLOAD_FIELDS = {
@@ -240,29 +213,29 @@ def _value(path: str) -> Any:
 
 @pytest.mark.parametrize("settings", [{}, CHANGED], ids=["defaults", "every-setting-changed"])
 def test_overload_protection_and_warmup_reach_the_router(
-    router_bin: Path, settings: dict[str, Any]
+    settings: dict[str, Any]
 ) -> None:
     # --set-json: `--set` reads 0.65 as a string, which the schema refuses (a number).
     sets = [a for k, v in settings.items() for a in ("--set-json", f"router.{k}={json.dumps(v)}")]
-    parsed = _parse(router_bin, _router_container("--values", str(ROUTER_VALUES), *sets)["args"])
+    parsed = launched_args(_router_container("--values", str(ROUTER_VALUES), *sets)["args"])
     wanted = {k: settings.get(k, _value(k)) for k in OVERLOAD_FIELDS}
     assert {k: parsed[f] for k, f in OVERLOAD_FIELDS.items()} == wanted
 
 
-def test_overload_protection_off_reaches_the_router(router_bin: Path) -> None:
+def test_overload_protection_off_reaches_the_router() -> None:
     container = _router_container("--values", str(ROUTER_VALUES), "--set",
                                   "router.overloadProtection.enabled=false")  # fmt: skip
     assert "--disable-worker-overload-protection" in container["args"]
     assert not any(a.startswith("--worker-overload-") for a in container["args"])
-    parsed = _parse(router_bin, container["args"])
+    parsed = launched_args(container["args"])
     assert parsed["worker_overload_protection"] is False
     assert parsed["worker_overload_shed"] is False
 
 
-def test_the_overload_and_warmup_defaults_are_the_binarys_own(router_bin: Path) -> None:
+def test_the_overload_and_warmup_defaults_are_the_binarys_own() -> None:
     """values.yaml says its overload and warm-up defaults are smg's: the binary given no such
     flag must agree, or the comments (and the 0.3.2 comparison in docs/helm.md) are stale."""
-    bare = _parse(router_bin, ["--worker-urls", "http://127.0.0.1:1"])
+    bare = launched_args(["--worker-urls", "http://127.0.0.1:1"])
     assert {k: bare[f] for k, f in OVERLOAD_FIELDS.items()} == {
         k: _value(k) for k in OVERLOAD_FIELDS}  # fmt: skip
 
