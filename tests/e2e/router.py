@@ -62,13 +62,18 @@ class Router:
     service: Service
     url: str
     metrics_target: str  # host:port of its metrics listener, as Prometheus scrapes it
+    api_key: str | None = None  # its --api-key, which its worker API then requires
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
 
     @property
     def metrics_url(self) -> str:
         return f"http://{self.metrics_target}/metrics"
 
     def workers(self) -> list[dict[str, object]]:
-        response = requests.get(self.url + "/workers", timeout=10)
+        response = requests.get(self.url + "/workers", headers=self.headers, timeout=10)
         response.raise_for_status()
         return list(response.json()["workers"])
 
@@ -76,14 +81,16 @@ class Router:
         """Take a worker out of rotation the way a rolling deploy does (DELETE /workers/{id})."""
         ids = [w["id"] for w in self.workers() if w["url"] == worker_url]
         assert ids, f"{worker_url} is not a worker of the router: {self.workers()}"
-        requests.delete(f"{self.url}/workers/{ids[0]}", timeout=10).raise_for_status()
+        requests.delete(f"{self.url}/workers/{ids[0]}", headers=self.headers,
+                        timeout=10).raise_for_status()
 
     def add(self, worker_url: str, timeout: float = 30) -> None:
         """Put a worker (back) in, as the deploy's join does: a URL smg still drains after its
         removal (5 s) answers 409 until it is gone, so the add is retried until accepted."""
         deadline = time.monotonic() + timeout
         while True:
-            response = requests.post(self.url + "/workers", json={"url": worker_url}, timeout=10)
+            response = requests.post(self.url + "/workers", json={"url": worker_url},
+                                     headers=self.headers, timeout=10)
             if response.status_code != 409 or time.monotonic() > deadline:
                 response.raise_for_status()
                 return
@@ -101,6 +108,7 @@ def start_router(
     *,
     name: str = "router",
     extra: Sequence[str] = (),
+    api_key: str | None = None,
 ) -> Router:
     """`smg launch` in front of `workers`, serving and exporting metrics on 127.0.0.1 only.
 
@@ -112,11 +120,12 @@ def start_router(
         "--worker-urls", *workers,
         "--prometheus-host", "127.0.0.1", "--prometheus-port", str(metrics_port),
         "--health-check-interval-secs", "1", "--log-level", "warn", *extra,
+        *(["--api-key", api_key] if api_key else []),
     ]  # fmt: skip
     service = services.start(name, argv)
     url = f"http://127.0.0.1:{port}"
     wait_until("the router's /health", http_ok(url + "/health"), 60, services=services)
-    router = Router(service, url, f"127.0.0.1:{metrics_port}")
+    router = Router(service, url, f"127.0.0.1:{metrics_port}", api_key)
     wait_until(
         f"the router to list {len(workers)} worker(s)",
         lambda: len(router.workers()) == len(workers), 30, services=services,
