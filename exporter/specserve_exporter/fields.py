@@ -85,6 +85,11 @@ RUNNING_REQUESTS = _f(b"#running-req", "running_requests", "requests")
 QUEUED_REQUESTS = _f(b"#queue-req", "queued_requests", "requests")
 ACCEPT_LENGTH = _f(b"accept len", "accept_length", "tokens per verify pass")
 ACCEPT_RATE = _f(b"accept rate", "accept_rate", "ratio")
+# The block drafters' (DFLASH, DSPARK): printed only when above 0.
+CAP_LENGTH = _f(b"cap len", "cap_length", "tokens")
+BLOCK_ACCEPT_LENGTH = _f(b"block accept len", "block_accept_length", "tokens")
+UNCAPPED_ACCEPT_ESTIMATE = _f(b"est uncap acc len", "uncapped_accept_length_estimate", "tokens",
+                              Value.ESTIMATE)
 GEN_THROUGHPUT = _f(b"gen throughput (token/s)", "gen_throughput", "tokens/s")
 INPUT_THROUGHPUT = _f(b"input throughput (token/s)", "input_throughput", "tokens/s")
 NEW_TOKENS = _f(b"#new-token", "new_tokens", "tokens")
@@ -127,10 +132,7 @@ RECOGNISED: tuple[Field, ...] = (
     _f(b"#replay-token", "replay_tokens", "tokens"),
     _f(b"#optimistic-req", "optimistic_requests", "requests"),
     _f(b"#host-receive-req", "host_receive_requests", "requests"),
-    _f(b"cap len", "cap_length", "tokens"),
-    _f(b"block accept len", "block_accept_length", "tokens"),
     _f(b"est. prefill TFLOPS/s (per GPU)", "prefill_tflops_per_gpu", "TFLOPS/s"),
-    _f(b"est uncap acc len", "uncapped_accept_length_estimate", "tokens", Value.ESTIMATE),
     _f(b"timestamp", "timestamp", "", Value.TEXT),
 )
 
@@ -146,6 +148,10 @@ _DECODE = LineKind(
         # Computed from the accept length and the configured draft tokens (state.py).
         Feed(ACCEPT_LENGTH, names.DECODE_DRAFT_ACCEPTANCE, Read.LAST_LINE),
         Feed(ACCEPT_RATE, names.DECODE_PRINTED_ACCEPT_RATE, Read.LAST_LINE),
+        Feed(BLOCK_ACCEPT_LENGTH, names.DECODE_LAST_BLOCK_ACCEPT_LENGTH, Read.LAST_LINE),
+        Feed(CAP_LENGTH, names.DECODE_LAST_CAP_LENGTH, Read.LAST_LINE),
+        Feed(UNCAPPED_ACCEPT_ESTIMATE, names.DECODE_UNCAPPED_ACCEPT_LENGTH_ESTIMATE,
+             Read.LAST_LINE),
         Feed(GEN_THROUGHPUT, names.DECODE_LAST_GEN_THROUGHPUT, Read.LAST_LINE),
         Feed(RUNNING_REQUESTS, names.DECODE_RUNNING_REQUESTS, Read.LAST_LINE),
         Feed(QUEUED_REQUESTS, names.DECODE_QUEUED_REQUESTS, Read.LAST_LINE),
@@ -168,8 +174,9 @@ LINE_KINDS: dict[Kind, LineKind] = {Kind.DECODE: _DECODE, Kind.PREFILL: _PREFILL
 
 # --- derived: what each path looks up ---------------------------------------------------------
 FIELDS: tuple[Field, ...] = (
-    RUNNING_REQUESTS, QUEUED_REQUESTS, ACCEPT_LENGTH, ACCEPT_RATE, GEN_THROUGHPUT,
-    INPUT_THROUGHPUT, NEW_TOKENS, CACHED_TOKENS, *USAGES, *GRAPHS, *RECOGNISED,
+    RUNNING_REQUESTS, QUEUED_REQUESTS, ACCEPT_LENGTH, ACCEPT_RATE, CAP_LENGTH,
+    BLOCK_ACCEPT_LENGTH, UNCAPPED_ACCEPT_ESTIMATE, GEN_THROUGHPUT, INPUT_THROUGHPUT, NEW_TOKENS,
+    CACHED_TOKENS, *USAGES, *GRAPHS, *RECOGNISED,
 )
 BY_PRINTED: dict[bytes, Field] = {f.printed: f for f in FIELDS}
 # The fields that feed a metric on any kind of line: their values must be numbers (or True /

@@ -128,6 +128,19 @@ DECODE_DRAFT_ACCEPTANCE = _metric(
     "decode_draft_acceptance_ratio", _G, _R,
     "Computed by the exporter for every SGLang version: (accept_len - 1) / (draft_tokens - 1) "
     "with the configured draft-token count.")
+# The block drafters' own fields (DFLASH, DSPARK): SGLang prints each only when it is above 0.
+DECODE_LAST_BLOCK_ACCEPT_LENGTH = _metric(
+    "decode_last_block_accept_length", _G, _R,
+    "`block accept len` of the last window: tokens accepted per verify pass counted over the "
+    "whole drafted block (DFLASH / DSPARK in cap-accept verify mode); absent when not printed.")
+DECODE_LAST_CAP_LENGTH = _metric(
+    "decode_last_cap_length", _G, _R,
+    "`cap len` of the last window: drafted tokens per verify pass trimmed by the verify cap "
+    "(block drafters); absent when not printed.")
+DECODE_UNCAPPED_ACCEPT_LENGTH_ESTIMATE = _metric(
+    "decode_uncapped_accept_length_estimate", _G, _R,
+    "DSPARK's `est uncap acc len` of the last window, its mid value: the accept length the "
+    "drafted block would give without the cap; absent when not printed.")
 DECODE_LAST_LINE_TIMESTAMP = _metric(
     "decode_last_line_timestamp_seconds", _G, _R,
     "Unix time at which the exporter read the last decode line of this rank.")
@@ -173,7 +186,8 @@ ALL: tuple[Metric, ...] = (
     DECODE_ACCEPT_LENGTH, DECODE_GEN_THROUGHPUT, DECODE_LAST_ACCEPT_LENGTH,
     DECODE_LAST_GEN_THROUGHPUT, DECODE_RUNNING_REQUESTS, DECODE_QUEUED_REQUESTS,
     DECODE_TOKEN_USAGE, DECODE_GRAPH_ENABLED, DECODE_PRINTED_ACCEPT_RATE,
-    DECODE_DRAFT_ACCEPTANCE, DECODE_LAST_LINE_TIMESTAMP,
+    DECODE_DRAFT_ACCEPTANCE, DECODE_LAST_BLOCK_ACCEPT_LENGTH, DECODE_LAST_CAP_LENGTH,
+    DECODE_UNCAPPED_ACCEPT_LENGTH_ESTIMATE, DECODE_LAST_LINE_TIMESTAMP,
     PREFILL_NEW_TOKENS, PREFILL_CACHED_TOKENS, PREFILL_LAST_INPUT_THROUGHPUT,
     SPECULATIVE_DRAFT_TOKENS, SPECULATIVE_ADAPTIVE, SPECULATIVE_ADAPTIVE_SWITCHES,
     BASELINE_GEN_THROUGHPUT, SOURCE_UP, SOURCE_REOPENS, SOURCE_ERRORS,

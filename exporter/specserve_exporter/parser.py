@@ -143,7 +143,10 @@ def parse_line(line: bytes) -> StatsLine | Rejected | None:
             parsed.graph = known.label
             parsed.graph_on = raw == b"True"
         else:
-            number = _number(raw.strip())
+            raw = raw.strip()
+            if known.value is Value.ESTIMATE:  # "mid [lo, hi]": the mid value
+                raw = raw.partition(b" [")[0]
+            number = _number(raw)
             if number is None:
                 return Rejected(Reason.BAD_VALUE, line)
             values[known.name] = number

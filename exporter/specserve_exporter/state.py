@@ -23,7 +23,7 @@ from .window import Window
 _LAST_LINE: dict[Kind, tuple[str, ...]] = {
     kind: tuple(dict.fromkeys(
         f.field.name for f in line_kind.feeds
-        if f.read is Read.LAST_LINE and f.field.value is Value.NUMBER))
+        if f.read is Read.LAST_LINE and f.field.value in (Value.NUMBER, Value.ESTIMATE)))
     for kind, line_kind in LINE_KINDS.items()
 }
 

@@ -77,12 +77,15 @@ from specserve_exporter.names import (
     DECODE_DRAFT_ACCEPTANCE,
     DECODE_GRAPH_ENABLED,
     DECODE_LAST_ACCEPT_LENGTH,
+    DECODE_LAST_BLOCK_ACCEPT_LENGTH,
+    DECODE_LAST_CAP_LENGTH,
     DECODE_LAST_GEN_THROUGHPUT,
     DECODE_LAST_LINE_TIMESTAMP,
     DECODE_PRINTED_ACCEPT_RATE,
     DECODE_QUEUED_REQUESTS,
     DECODE_RUNNING_REQUESTS,
     DECODE_TOKEN_USAGE,
+    DECODE_UNCAPPED_ACCEPT_LENGTH_ESTIMATE,
     LOG_LINES_IGNORED,
     LOG_LINES_PARSED,
     LOG_LINES_READ,
@@ -314,6 +317,24 @@ def _accept_length_row(settings: Settings) -> Row:
         .with_target(
             _target(Query(f"max by (instance) ({SPECULATIVE_DRAFT_TOKENS.name})",
                           "{{instance}}", instant=True), "A")
+        ),
+        _series(
+            "Block drafters (DFLASH, DSPARK)",
+            TOKENS,
+            [
+                Query(f"max without (tp, pp) ({DECODE_LAST_BLOCK_ACCEPT_LENGTH.name})",
+                      "{{instance}} dp{{dp}} block accept len"),
+                Query(f"max without (tp, pp) ({DECODE_LAST_CAP_LENGTH.name})",
+                      "{{instance}} dp{{dp}} cap len (drafts trimmed by the cap)"),
+                Query(f"max without (tp, pp) ({DECODE_UNCAPPED_ACCEPT_LENGTH_ESTIMATE.name})",
+                      "{{instance}} dp{{dp}} DSPARK uncapped accept len estimate"),
+            ],
+            "What SGLang prints for a block drafter beside its accept length, per verify pass "
+            "of the last window: the tokens accepted counted over the whole block (cap-accept "
+            "verify mode), the drafts the verify cap trimmed, and DSPARK's estimate of the "
+            "accept length uncapped. Empty for the other methods: SGLang prints none of them.",
+            width=8,
+            no_value="not a block drafter",
         ),
     ]
 

@@ -20,6 +20,13 @@ DECODE = (
     b"accept len: 2.50, accept rate: 0.50, cuda graph: True, gen throughput (token/s): 120.00, "
     b"#queue-req: 0\n"
 )
+# A DSPARK rank's line, with the block drafters' fields (SGLang 0.5.23's order).
+DECODE_BLOCK = (
+    b"[2026-02-23 17:53:14 TP1] Decode batch, #running-req: 4, #token: 900, token usage: 0.01, "
+    b"accept len: 2.15, accept rate: 0.38, cap len: 1.15, block accept len: 1.07, "
+    b"est uncap acc len: 2.67 [1.67, 3.67], cuda graph: True, gen throughput (token/s): 96.00, "
+    b"#queue-req: 0\n"
+)
 PREFILL = (
     b"[2026-02-23 17:53:13 TP0] Prefill batch, #new-seq: 1, #new-token: 64, #cached-token: 0, "
     b"token usage: 0.01, #running-req: 0, #queue-req: 0, input throughput (token/s): 900.00\n"
@@ -41,7 +48,7 @@ class _Source:
 
 def _served() -> dict[str, tuple[str, tuple[str, ...]]]:
     state = LogState(SpeculationConfig(draft_tokens=4, baseline={"1-4": 50.0}))
-    Ingestor(state).feed(PREFILL + DECODE)
+    Ingestor(state).feed(PREFILL + DECODE + DECODE_BLOCK)
     registry = CollectorRegistry()
     registry.register(LogCollector(state, _Source()))
     served: dict[str, tuple[str, tuple[str, ...]]] = {}

@@ -15,11 +15,14 @@ from typing import Any
 
 import pytest
 import yaml
+from prometheus_client.core import CollectorRegistry
 
 from specserve_exporter import ingest
+from specserve_exporter.collector import LogCollector
 from specserve_exporter.fields import BY_PRINTED, EXPORTED, Value
 from specserve_exporter.ingest import Ingestor
 from specserve_exporter.parser import Kind, StatsLine, parse_line, read_fields
+from specserve_exporter.state import LogState, SpeculationConfig
 
 from .test_ingest import ReferenceIngestor, assert_same
 
@@ -136,7 +139,7 @@ def test_reference_parser_reads_every_line_exactly(version: str) -> None:
             assert known is not None, f"unknown field {name!r}: {where}"
             want = value_of(name, printed)
             assert read[key] == want, f"{name}: read {read[key]!r}, printed {printed}: {where}"
-            if known in EXPORTED and known.value is Value.NUMBER:
+            if known in EXPORTED and known.value in (Value.NUMBER, Value.ESTIMATE):
                 assert parsed.values[known.name] == want, f"{name}: {where}"
             if known.value is Value.GRAPH:
                 assert (parsed.graph, parsed.graph_on) == (known.label, want), where
@@ -241,3 +244,39 @@ def test_every_printed_usage_is_a_token_usage_series(version: str) -> None:
         frozenset({"full", "swa", "mamba"}),
         frozenset({"gpu", "cpu"}),
     } <= seen
+
+
+BLOCK_GAUGES = {
+    "cap len": "specserve_decode_last_cap_length",
+    "block accept len": "specserve_decode_last_block_accept_length",
+    "est uncap acc len": "specserve_decode_uncapped_accept_length_estimate",
+}
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_block_drafter_fields_are_gauges_of_the_last_line(version: str) -> None:
+    """Each decode line of SGLang's own, fed after the one before on its rank: the block
+    drafters' gauges hold that line's printed values, and are gone when it printed none (SGLang
+    prints them only above 0). Fails if a field stops feeding its gauge or a gauge outlives its
+    line."""
+    lines, expected = corpus(version)
+    state = LogState(SpeculationConfig(draft_tokens=8))
+    ingestor = Ingestor(state)
+    registry = CollectorRegistry()
+    registry.register(LogCollector(state))
+    seen = dict.fromkeys(BLOCK_GAUGES, 0)
+    for line, row in zip(lines, expected, strict=True):
+        if row["kind"] != "decode":
+            continue
+        ingestor.feed(line + b"\n")
+        labels = dict(zip(("dp", "tp", "pp"), expected_ranks(row["ranks"]), strict=True))
+        printed = dict(row["fields"])
+        for name, metric in BLOCK_GAUGES.items():
+            served = registry.get_sample_value(metric, labels)
+            where = f"{version} line {row['n']} ({row['scenario']}) {name}"
+            if name in printed:
+                seen[name] += 1
+                assert served == value_of(name, printed[name]), where
+            else:
+                assert served is None, where
+    assert all(seen.values()), seen  # the corpus printed each of them
