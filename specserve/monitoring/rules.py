@@ -47,6 +47,7 @@ from specserve_exporter.names import (
     DECODE_ACCEPT_LENGTH,
     DECODE_GEN_THROUGHPUT,
     DECODE_GRAPH_ENABLED,
+    DECODE_LAST_BLOCK_ACCEPT_LENGTH,
     DECODE_LAST_LINE_TIMESTAMP,
     DECODE_QUEUED_REQUESTS,
     DECODE_TOKEN_USAGE,
@@ -426,6 +427,18 @@ _ACCEPT_LENGTH_WHILE_DRAFTING = (
     f"(min by ([[match_on]]) (min_over_time({SPECULATIVE_DRAFT_TOKENS.name}[[[window]]])) < 2)"
 )
 
+# A block drafter in cap-accept verify mode (DFLASH, DSPARK: SGLANG_RAGGED_VERIFY_MODE=cap-accept)
+# commits only what the verify cap let through: SGLang's `accept len` (and its native counters)
+# are the committed tokens, its `block accept len` what the drafter earned before the cap
+# (dspark_verify.py: commit_lens + cap_trim_lens). A low accept length with a block accept
+# length at or above the threshold is the cap's doing, not rejected drafts: the drafts-rejected
+# alert leaves it to the throughput alerts. Other methods print no block accept length.
+_CAPPED_NOT_REJECTED = (
+    "unless on ([[match_on]])\n"
+    f"(max by ([[match_on]]) (avg_over_time({DECODE_LAST_BLOCK_ACCEPT_LENGTH.name}[[[window]]]))"
+    " >= [[max_accept_length]])"
+)
+
 ALERTS: tuple[Alert, ...] = (
     Alert(
         name="SpecDecodeBelowBaseline",
@@ -457,7 +470,7 @@ ALERTS: tuple[Alert, ...] = (
         severity="critical",
         for_="2m",
         window="2m",
-        value_expr=_ACCEPT_LENGTH_WHILE_DRAFTING,
+        value_expr=f"{_ACCEPT_LENGTH_WHILE_DRAFTING}\n{_CAPPED_NOT_REJECTED}",
         comparison="<",
         compare_to=Threshold(
             "max_accept_length", 1.05, "number",
@@ -475,7 +488,10 @@ ALERTS: tuple[Alert, ...] = (
         meaning="Accept length at or near 1.0 while decoding: every draft is rejected (EAGLE "
         "instead of EAGLE3, or a broken/mismatched drafter). Speculation only costs time. "
         "From SGLang's counters when it exports them, else from the decode lines. Silent for "
-        "a window in which adaptive speculation ran 0 steps (draft tokens 1).",
+        "a window in which adaptive speculation ran 0 steps (draft tokens 1), and for a block "
+        "drafter (DFLASH, DSPARK) whose block accept length, what it drafted right before the "
+        "verify cap trimmed it, is at or above the threshold: the cap, not the drafter, kept "
+        "the committed tokens low.",
         query_thresholds=(_MATCH_ON,),
     ),
     Alert(

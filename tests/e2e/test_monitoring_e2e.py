@@ -111,6 +111,13 @@ SHORT_REPLY_TOKENS = 8
 HOLD_S = 8
 
 DCGM_METRIC = re.compile(r"\bDCGM_FI_[A-Z_]+\b")
+# The block drafters' gauges (DFLASH, DSPARK): this stack's stand-in runs EAGLE3, for which
+# SGLang prints none of them. tests/monitoring/test_block_drafter_panel.py proves the panel on
+# the exporter's series for SGLang's own block-drafter lines, in real Prometheus (promtool).
+BLOCK_DRAFTER_METRIC = re.compile(
+    r"\bspecserve_decode_(last_block_accept_length|last_cap_length|"
+    r"uncapped_accept_length_estimate)\b"
+)
 LOOKBACK_S = 60
 WRITE_IMAGE_ENV = "SPECSERVE_WRITE_DASHBOARD_IMAGE"
 IMAGE = ROOT / "docs" / "images" / "dashboard.png"
@@ -495,10 +502,12 @@ def test_alerts_delivered_through_the_real_chain(tmp_path: Path) -> None:
         assert load.errors == [], load.errors[:3]
         assert load.completed > 0
 
-        # The DCGM exemption, and nothing else: those four GPU panels need a DCGM exporter.
+        # The DCGM exemption (those four GPU panels need a DCGM exporter) and the block
+        # drafters' panel (three queries of gauges an EAGLE3 server never prints), nothing else.
         not_dcgm = [item for item in empty if not DCGM_METRIC.search(item)]
-        assert not_dcgm == [], "expressions without data:\n" + "\n".join(not_dcgm)
-        assert len(empty) == 4, empty
+        not_exempt = [item for item in not_dcgm if not BLOCK_DRAFTER_METRIC.search(item)]
+        assert not_exempt == [], "expressions without data:\n" + "\n".join(not_exempt)
+        assert len(not_dcgm) == 3 and len(empty) == 7, empty
         assert stack.prometheus.query('count({__name__=~"DCGM_.+"})') == []
 
         out = tmp_path / "dashboard.png"

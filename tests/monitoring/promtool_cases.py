@@ -206,6 +206,7 @@ def _at(family: str, window: str = RECORDING_WINDOW) -> str:
 T1 = {"job": JOB, "instance": NODE1}
 T2 = {"job": JOB, "instance": NODE2}
 ACCEPT = "specserve_decode_accept_length"
+BLOCK_ACCEPT = "specserve_decode_last_block_accept_length"
 TPUT = "specserve_decode_gen_throughput_tokens_per_second"
 BASELINE = "specserve_baseline_gen_throughput_tokens_per_second"
 PARSED = "specserve_log_lines_parsed_total"
@@ -269,6 +270,22 @@ CASES: dict[str, list[Case]] = {
                 f"{ACCEPT}_count{{{ranked()}}}": counter((60, 30)),
             },
             (Check("SpecDecodeDraftsRejected", "10m"), Check("SpecDecodeAcceptLengthLow", "25m")),
+        ),
+        Case(
+            # DSPARK in cap-accept verify mode: 1.00 committed per pass, 3.50 drafted right
+            # before the cap trimmed it (the gauge of each line). Then the drafter itself fails:
+            # block accept length 1.00 from 20m, fires within the 2m window + 2m `for`.
+            "block drafter: accept length 1.00 under the verify cap is not rejected drafts",
+            {
+                f"{ACCEPT}_sum{{{ranked()}}}": counter((60, 40)),
+                f"{ACCEPT}_count{{{ranked()}}}": counter((60, 40)),
+                f"{BLOCK_ACCEPT}{{{ranked()}}}": "3.5x20 1x20",
+            },
+            (
+                Check("SpecDecodeDraftsRejected", "10m"),
+                Check("SpecDecodeDraftsRejected", "19m"),
+                Check("SpecDecodeDraftsRejected", "26m", (Firing(T1, "1.000"),)),
+            ),
         ),
     ],
     "SpecDecodeAcceptLengthLow": [

@@ -120,7 +120,10 @@ def test_window_values_render_the_window_override_rule_file(
         "      (instance:sglang_spec_verify_calls_per_request:ratio_rate1m >= 4)\n    )\n  )\n"
         # Adaptive speculation at 0 steps (1 draft token) is no verdict on the drafter.
         "  unless on ()\n"
-        "  (min by () (min_over_time(specserve_speculative_draft_tokens[1m])) < 2)\n)\n< 1.05"
+        "  (min by () (min_over_time(specserve_speculative_draft_tokens[1m])) < 2)\n"
+        "  unless on ()\n"
+        "  (max by () (avg_over_time(specserve_decode_last_block_accept_length[1m])) >= 1.05)"
+        "\n)\n< 1.05"
     )
     assert "over 1m is" in drafts["annotations"]["description"]
     mean1m = {r["record"]: r for r in rendered["groups"][0]["rules"]}[

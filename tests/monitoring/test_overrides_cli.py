@@ -91,7 +91,12 @@ def test_cli_render_with_overrides_writes_a_rule_file_promtool_accepts(
     text = out.read_text()
     alerts = {r["alert"]: r["expr"] for r in yaml.safe_load(text)["groups"][1]["rules"]}
     assert alerts["SpecDecodeDraftsRejected"].endswith(
-        "(min_over_time(specserve_speculative_draft_tokens[2m])) < 2)\n)\n< 1.2"
+        "(min_over_time(specserve_speculative_draft_tokens[2m])) < 2)\n"
+        # A block drafter's accept length under the verify cap, with its block accept length
+        # at the (overridden) threshold, is not rejected drafts.
+        "  unless on ()\n"
+        "  (max by () (avg_over_time(specserve_decode_last_block_accept_length[2m])) >= 1.2)"
+        "\n)\n< 1.2"
     )
     assert "SpecDecodeQueueBacklog" not in text
     assert "https://example.org/runbooks/spec-decode-drafts-rejected.md" in text
@@ -155,7 +160,10 @@ def test_cli_render_with_a_window_override(promtool: str, tmp_path: Path) -> Non
         "      (instance:sglang_spec_verify_calls_per_request:ratio_rate1m >= 4)\n    )\n  )\n"
         # Adaptive speculation at 0 steps (1 draft token) is no verdict on the drafter.
         "  unless on ()\n"
-        "  (min by () (min_over_time(specserve_speculative_draft_tokens[1m])) < 2)\n)\n< 1.05"
+        "  (min by () (min_over_time(specserve_speculative_draft_tokens[1m])) < 2)\n"
+        "  unless on ()\n"
+        "  (max by () (avg_over_time(specserve_decode_last_block_accept_length[1m])) >= 1.05)"
+        "\n)\n< 1.05"
     )
     assert drafts["for"] == "30s"
     assert "over 1m is" in drafts["annotations"]["description"]
