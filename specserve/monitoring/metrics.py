@@ -33,6 +33,9 @@ SGLANG_RETRACTED_REQUESTS = "sglang:num_retracted_requests_total"
 SGLANG_CUDA_GRAPH_PASSES = "sglang:cuda_graph_passes_total"
 # The active draft-token count (a scheduler gauge set with each decode stats window).
 SGLANG_SPEC_DRAFT_TOKENS = "sglang:spec_num_draft_tokens"
+# A block drafter's accept length before the verify cap trimmed it (each decode stats window; 0
+# unless DSPARK verifies under SGLANG_RAGGED_VERIFY_MODE=cap-accept).
+SGLANG_SPEC_BLOCK_ACCEPT_LENGTH = "sglang:spec_block_accept_length"
 
 # dcgm-exporter's default counters.
 DCGM_GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"

@@ -36,6 +36,7 @@ from specserve.monitoring.metrics import (
     SGLANG_REQUESTS,
     SGLANG_RETRACTED_REQUESTS,
     SGLANG_RUNNING_REQUESTS,
+    SGLANG_SPEC_BLOCK_ACCEPT_LENGTH,
     SGLANG_SPEC_DRAFT_TOKENS,
     SGLANG_SPEC_VERIFY_CALLS,
     SGLANG_TIME_TO_FIRST_TOKEN,
@@ -433,10 +434,16 @@ _ACCEPT_LENGTH_WHILE_DRAFTING = (
 # (dspark_verify.py: commit_lens + cap_trim_lens). A low accept length with a block accept
 # length at or above the threshold is the cap's doing, not rejected drafts: the drafts-rejected
 # alert leaves it to the throughput alerts. Other methods print no block accept length.
+# Read from the exporter's gauge of the decode lines or SGLang's own, whichever speaks.
 _CAPPED_NOT_REJECTED = (
     "unless on ([[match_on]])\n"
-    f"(max by ([[match_on]]) (avg_over_time({DECODE_LAST_BLOCK_ACCEPT_LENGTH.name}[[[window]]]))"
-    " >= [[max_accept_length]])"
+    "(\n"
+    f"  max by ([[match_on]]) (avg_over_time({DECODE_LAST_BLOCK_ACCEPT_LENGTH.name}[[[window]]]))"
+    " >= [[max_accept_length]]\n"
+    "  or\n"
+    f"  max by ([[match_on]]) (avg_over_time({SGLANG_SPEC_BLOCK_ACCEPT_LENGTH}[[[window]]]))"
+    " >= [[max_accept_length]]\n"
+    ")"
 )
 
 ALERTS: tuple[Alert, ...] = (

@@ -207,6 +207,7 @@ T1 = {"job": JOB, "instance": NODE1}
 T2 = {"job": JOB, "instance": NODE2}
 ACCEPT = "specserve_decode_accept_length"
 BLOCK_ACCEPT = "specserve_decode_last_block_accept_length"
+NATIVE_BLOCK_ACCEPT = "sglang:spec_block_accept_length"
 TPUT = "specserve_decode_gen_throughput_tokens_per_second"
 BASELINE = "specserve_baseline_gen_throughput_tokens_per_second"
 PARSED = "specserve_log_lines_parsed_total"
@@ -284,6 +285,20 @@ CASES: dict[str, list[Case]] = {
             (
                 Check("SpecDecodeDraftsRejected", "10m"),
                 Check("SpecDecodeDraftsRejected", "19m"),
+                Check("SpecDecodeDraftsRejected", "26m", (Firing(T1, "1.000"),)),
+            ),
+        ),
+        Case(
+            # The same from SGLang's own gauge (--enable-metrics on the server, its own labels).
+            "block drafter: SGLang's block accept length speaks where the exporter's does not",
+            {
+                f"{ACCEPT}_sum{{{ranked()}}}": counter((60, 40)),
+                f"{ACCEPT}_count{{{ranked()}}}": counter((60, 40)),
+                f'{NATIVE_BLOCK_ACCEPT}{{job="sglang",instance="node1:30000",tp_rank="0"}}':
+                    "3.5x20 1x20",
+            },
+            (
+                Check("SpecDecodeDraftsRejected", "10m"),
                 Check("SpecDecodeDraftsRejected", "26m", (Firing(T1, "1.000"),)),
             ),
         ),

@@ -122,7 +122,11 @@ def test_window_values_render_the_window_override_rule_file(
         "  unless on ()\n"
         "  (min by () (min_over_time(specserve_speculative_draft_tokens[1m])) < 2)\n"
         "  unless on ()\n"
-        "  (max by () (avg_over_time(specserve_decode_last_block_accept_length[1m])) >= 1.05)"
+        "  (\n"
+        "    max by () (avg_over_time(specserve_decode_last_block_accept_length[1m])) >= 1.05\n"
+        "    or\n"
+        "    max by () (avg_over_time(sglang:spec_block_accept_length[1m])) >= 1.05\n"
+        "  )"
         "\n)\n< 1.05"
     )
     assert "over 1m is" in drafts["annotations"]["description"]

@@ -95,7 +95,11 @@ def test_cli_render_with_overrides_writes_a_rule_file_promtool_accepts(
         # A block drafter's accept length under the verify cap, with its block accept length
         # at the (overridden) threshold, is not rejected drafts.
         "  unless on ()\n"
-        "  (max by () (avg_over_time(specserve_decode_last_block_accept_length[2m])) >= 1.2)"
+        "  (\n"
+        "    max by () (avg_over_time(specserve_decode_last_block_accept_length[2m])) >= 1.2\n"
+        "    or\n"
+        "    max by () (avg_over_time(sglang:spec_block_accept_length[2m])) >= 1.2\n"
+        "  )"
         "\n)\n< 1.2"
     )
     assert "SpecDecodeQueueBacklog" not in text
@@ -162,7 +166,11 @@ def test_cli_render_with_a_window_override(promtool: str, tmp_path: Path) -> Non
         "  unless on ()\n"
         "  (min by () (min_over_time(specserve_speculative_draft_tokens[1m])) < 2)\n"
         "  unless on ()\n"
-        "  (max by () (avg_over_time(specserve_decode_last_block_accept_length[1m])) >= 1.05)"
+        "  (\n"
+        "    max by () (avg_over_time(specserve_decode_last_block_accept_length[1m])) >= 1.05\n"
+        "    or\n"
+        "    max by () (avg_over_time(sglang:spec_block_accept_length[1m])) >= 1.05\n"
+        "  )"
         "\n)\n< 1.05"
     )
     assert drafts["for"] == "30s"
