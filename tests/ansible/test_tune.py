@@ -504,6 +504,11 @@ def test_a_traffic_mix_ranks_by_its_weights_and_finds_the_crossover(
     assert model[1][1] > 1.2 * model[1][0] and model[8][1] < 0.9 * model[8][0]
     weighted = [sum(w * model[c][i] for c, w in MIX.items()) for i in (0, 1)]
     assert weighted[1] > 1.05 * weighted[0]  # over this mix speculation still pays
+    # Another method ranked in the same sweep: NGRAM, a wide one-step tree SGLang resolves to
+    # top-k 24 (its BFS breadth), 24 draft tokens; the stand-in's model puts it last at both
+    # levels by a wide margin, so noise cannot reorder it.
+    ngram = SpecShape(1, 24, 24)
+    assert all(model_throughput(ngram, c, MIX_ACCEPTANCE) < 0.9 * min(model[c]) for c in MIX)
     profile = tuning["profile"].parent / "mix.yaml"
     write_profile(profile, deployment.server_port, **{"logging.decode_log_interval": 10})
     before = profile.read_text()
@@ -512,7 +517,9 @@ def test_a_traffic_mix_ranks_by_its_weights_and_finds_the_crossover(
                 **_behaviour_vars(deployment, tmp_path, MIX_ACCEPTANCE),
                 "specserve_profile": str(profile), "tune_runs_dir": str(tmp_path / "runs"),
                 "tune_grid": {"num_steps": [3], "eagle_topk": [1], "num_draft_tokens": [4]},
-                "tune_points": [], "tune_apply_best": False}
+                "tune_points": [], "tune_apply_best": False,
+                "tune_methods": [{"algorithm": "NGRAM", "num_draft_tokens": 24,
+                                  "ngram_max_bfs_breadth": 24}]}
     # A mix naming a level that is not benched is refused before anything restarts.
     extra.write_text(yaml.safe_dump({**settings, "tune_traffic_mix": {1: 0.5, 4: 0.5},
                                      "tune_bench_concurrency": [1, 8]}))
@@ -528,7 +535,8 @@ def test_a_traffic_mix_ranks_by_its_weights_and_finds_the_crossover(
     run_dir = next((tmp_path / "runs" / "localhost").glob("run-*"))
     report = json.loads((run_dir / "report.json").read_text())
     ranked = {r["id"]: r for r in report["ranked"]}
-    assert set(ranked) == {"no-spec", "s3-k1-d4"}
+    assert [r["id"] for r in report["ranked"]] == ["s3-k1-d4", "no-spec", "ngram"]
+    assert ranked["ngram"]["drafter"]["algorithm"] == "NGRAM"
     for row in ranked.values():  # the figure is the mix's weighted mean of the measured levels
         levels = row["levels"]
         assert row["tok_s"] == pytest.approx(
@@ -539,6 +547,7 @@ def test_a_traffic_mix_ranks_by_its_weights_and_finds_the_crossover(
     assert report["crossover"]["concurrency"] == 8
     markdown = (run_dir / "report.md").read_text()
     assert "over the traffic mix 1: 0.8, 8: 0.2" in markdown
+    assert "| 3 | `ngram` (NGRAM) |" in markdown
     assert "speculation pays up to concurrency 1 and stops paying from 8" in markdown
     # Not applied: the profile as it was, its server back and verified.
     assert profile.read_text() == before

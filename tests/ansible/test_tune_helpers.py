@@ -358,3 +358,59 @@ def test_tuning_points_of_a_profile_without_drafter_are_refused(tmp_path: Path) 
     plain = _save(tmp_path, tune.profile_edit(STANDIN.read_text(), "off"))
     with pytest.raises(tune.AnsibleFilterError, match="no drafter to tune"):
         tune.tune_points({"num_steps": [1], "eagle_topk": [1]}, str(plain))
+
+
+def test_other_methods_are_candidates_judged_by_the_check_rules(tmp_path: Path) -> None:
+    points = tune.tune_points(
+        {"num_steps": [1], "eagle_topk": [1]}, str(STANDIN),
+        methods=[{"algorithm": "NGRAM"}, {"algorithm": "ngram", "num_draft_tokens": 8},
+                 {"algorithm": "DSPARK"}],
+    )  # fmt: skip
+    by_id = {p["id"]: p for p in points}
+    assert list(by_id) == ["no-spec", "s1-k1-d2", "ngram", "ngram-2", "dspark"]
+    cap = by_id["no-spec"]["max_running_requests"]
+    assert {p["max_running_requests"] for p in points} == {cap}  # one cap for every method
+    assert by_id["ngram"]["valid"] and by_id["ngram-2"]["valid"], by_id["ngram"]["reason"]
+    # DSPARK without its drafter is what `specserve check` refuses: reported, never run.
+    assert not by_id["dspark"]["valid"] and "drafter.path" in by_id["dspark"]["reason"]
+
+    # The method's drafter block replaces the profile's whole: nothing of the EAGLE3 tree stays.
+    text = tune.profile_edit(STANDIN.read_text(), by_id["ngram-2"])
+    profile = load_profile(_save(tmp_path, text))
+    assert profile.drafter is not None and profile.drafter.algorithm == "NGRAM"
+    assert profile.drafter.path is None and profile.drafter.num_steps is None
+    assert facts(profile).draft_tokens == 8
+    assert yaml.safe_load(text)["server"]["max_running_requests"] == cap
+    assert "# CPU only" in text  # the user's comments survive
+
+
+@pytest.mark.parametrize(
+    ("methods", "error"),
+    [
+        ([{"path": "x"}], "is not a drafter block"),
+        (["NGRAM"], "is not a drafter block"),
+        ([{"algorithm": "none"}], "no-speculation candidate"),
+    ],
+)
+def test_a_method_that_is_no_drafter_block_is_refused(methods: list[Any], error: str) -> None:
+    with pytest.raises(tune.AnsibleFilterError, match=error):
+        tune.tune_points({"num_steps": [1], "eagle_topk": [1]}, str(STANDIN), methods=methods)
+
+
+def test_a_method_is_ranked_and_reported_by_its_algorithm(tmp_path: Path) -> None:
+    points = [*_points()[:2],
+              {"id": "ngram", "drafter": {"algorithm": "NGRAM"}, "valid": True,
+               "max_running_requests": 48}]  # fmt: skip
+    run.init(tmp_path, points, {"profile": "p.yaml", "bench_concurrency": [8]})
+    for ident, server in (("no-spec", 533.0), ("s1-k1-d2", 560.0), ("ngram", 610.0)):
+        out = tmp_path / "points" / ident
+        out.mkdir(parents=True)
+        (out / "results.json").write_text(json.dumps(_result(8, server, 700.0)))
+        run.mark(tmp_path, ident, "ok")
+    report = run.report(tmp_path, 8, {"8": 500.0}, "s1-k1-d2", "node-1")
+    assert [r["id"] for r in report["ranked"]] == ["ngram", "s1-k1-d2", "no-spec"]
+    best = report["best"]
+    # What finish.yml writes into the profile: the method's drafter block.
+    assert best["speculative"] and best["drafter"] == {"algorithm": "NGRAM"}
+    md = (tmp_path / "report.md").read_text()
+    assert "| 1 | `ngram` (NGRAM) | - | - | - | 48 | 610.0 | 1.14x |" in md

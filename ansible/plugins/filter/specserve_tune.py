@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import itertools
+import json
 from pathlib import Path
 from typing import Any
 
@@ -75,7 +76,8 @@ def profile_edit(
     baseline-from` output, with or without its `baseline:` key) replaces the profile's.
     A tuning point (a mapping with `speculative: false`) is the same as "off"; one with
     `max_running_requests` pins server.max_running_requests to it and one with `adaptive`
-    sets drafter.adaptive. drop_baseline removes the `baseline` block.
+    sets drafter.adaptive; one with `drafter` (another method, tune_methods) replaces the
+    drafter block with it. drop_baseline removes the `baseline` block.
     """
     doc = _load(text)
     if isinstance(speculative, dict) and speculative.get("speculative") is False:
@@ -89,6 +91,15 @@ def profile_edit(
             if not isinstance(doc.get("server"), dict):
                 doc["server"] = {}
             doc["server"]["max_running_requests"] = cap
+    elif isinstance(speculative, dict) and isinstance(speculative.get("drafter"), dict):
+        # Another method (tune_methods): its drafter block whole, nothing of the profile's tree.
+        if not document_speculates(doc):
+            raise AnsibleFilterError(
+                "the profile has no drafter to tune: set drafter (algorithm, path) first"
+            )
+        doc["drafter"] = CommentedMap(json.loads(json.dumps(speculative["drafter"])))
+        _drop_comments(doc, "drafter")
+        _pin_running(doc, speculative.get("max_running_requests"))
     elif isinstance(speculative, dict):
         if not document_speculates(doc):
             raise AnsibleFilterError(
@@ -188,7 +199,7 @@ def _expand(grid: dict[str, Any], extra: list[dict[str, Any]]) -> list[dict[str,
 
 def _problems(text: str, point: dict[str, Any], source: Path) -> list[str]:
     """Errors `specserve check --configs-only` would report for the profile at this point."""
-    if point.get("speculative", True):
+    if point.get("speculative", True) and "drafter" not in point:
         for key in TREE:
             if not isinstance(point[key], int) or isinstance(point[key], bool):
                 return [f"{key} {point[key]!r} is not an integer"]
@@ -216,14 +227,44 @@ def _adaptive_point(doc: Any) -> dict[str, Any]:
     return {**point, "num_steps": steps, "eagle_topk": 1, "num_draft_tokens": steps + 1}
 
 
+def _method_points(methods: list[Any]) -> list[dict[str, Any]]:
+    """Other speculative methods to rank beside the grid (tune_methods): each a whole drafter
+    block (`{algorithm: NGRAM}`, `{algorithm: DSPARK, path: ..., dspark_block_size: 7}`), its
+    id the algorithm's name in lower case (numbered when one appears twice)."""
+    points: list[dict[str, Any]] = []
+    for method in methods:
+        if not isinstance(method, dict) or not isinstance(method.get("algorithm"), str):
+            raise AnsibleFilterError(
+                f"tune_methods entry {method!r} is not a drafter block: give a mapping with "
+                "`algorithm` (and the drafter keys that method takes, as in the profile's "
+                "drafter), e.g. {algorithm: NGRAM}"
+            )
+        algorithm = method["algorithm"].lower()
+        if algorithm == "none":
+            raise AnsibleFilterError(
+                "tune_methods: `algorithm: none` is the no-speculation candidate, which every "
+                "sweep runs already; leave it out"
+            )
+        ident = algorithm
+        taken = {p["id"] for p in points}
+        n = 2
+        while ident in taken:
+            ident, n = f"{algorithm}-{n}", n + 1
+        # Plain types: Ansible's tagged strings are not something ruamel.yaml can write.
+        points.append({"id": ident, "drafter": json.loads(json.dumps(method))})
+    return points
+
+
 def tune_points(
     grid: dict[str, Any],
     profile_path: str,
     extra: list[dict[str, Any]] | None = None,
     adaptive: bool = False,
+    methods: list[Any] | None = None,
 ) -> list[dict[str, Any]]:
     """The candidates: no speculation first, then every grid point (product of the lists, then
-    `extra`), then (adaptive) the profile's chain with `drafter.adaptive`. Each has an id,
+    `extra`), then (adaptive) the profile's chain with `drafter.adaptive`, then the other
+    methods (`methods`: whole drafter blocks, judged like the rest). Each has an id,
     `speculative`, the `max_running_requests` every candidate runs with (the profile's, else
     SGLang's cap under speculation: the same for all, so no candidate admits more concurrent
     requests than another) and, when `specserve check` would refuse the profile at that point,
@@ -247,6 +288,7 @@ def tune_points(
                            "id": _point_id(point)})
     if adaptive:
         candidates.append(_adaptive_point(doc))
+    candidates.extend(_method_points(list(methods or [])))
     seen: set[str] = set()
     result: list[dict[str, Any]] = []
     for point in candidates:

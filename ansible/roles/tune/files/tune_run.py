@@ -183,7 +183,9 @@ def check_settings(settings: dict[str, Any]) -> None:
 def _params(point: dict[str, Any]) -> dict[str, Any]:
     params: dict[str, Any] = {"speculative": point.get("speculative", True),
                               "max_running_requests": point.get("max_running_requests")}
-    if params["speculative"]:
+    if params["speculative"] and "drafter" in point:  # another method: its drafter block
+        params["drafter"] = point["drafter"]
+    elif params["speculative"]:
         params.update({k: point[k] for k in ("num_steps", "eagle_topk", "num_draft_tokens")})
         for key in ("nccl_preset", "adaptive"):
             if point.get(key):
@@ -377,6 +379,9 @@ def _tree(row: dict[str, Any]) -> tuple[str, str, str]:
 def _label(row: dict[str, Any]) -> str:
     if not row["speculative"]:
         return f"`{row['id']}` (no speculation)"
+    drafter = row.get("drafter")
+    if isinstance(drafter, dict):
+        return f"`{row['id']}` ({str(drafter.get('algorithm', '?')).upper()})"
     return f"`{row['id']}`" + (" (adaptive)" if row.get("adaptive") else "")
 
 
