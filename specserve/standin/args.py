@@ -11,7 +11,8 @@ one. Stand-in-only settings are environment variables, never flags.
 `resolve` then applies the few resolution rules of SGLang's `arg_groups/speculative_hook.py`
 that change what the stand-in simulates (algorithm upper-casing and the NEXTN alias, the
 48-request cap under speculation, tree parameters chosen per target architecture, top-k 1 forcing
-draft tokens = steps + 1) and the CUDA-graph switches that turn decode graphs off. What SGLang
+draft tokens = steps + 1, the block drafters' `_handle_dflash` / `_handle_dspark`: blocks.py)
+and the CUDA-graph switches that turn decode graphs off. What SGLang
 would reject later, at resolution, the stand-in rejects with a one-line ResolutionError (exit 1).
 """
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 from collections.abc import Callable, Sequence
@@ -38,13 +40,20 @@ from specserve.adaptive import (
 )
 from specserve.profile.tree import NGRAM_DEFAULT_DRAFT_TOKENS
 from specserve.standin import STANDIN_NAME, STANDIN_NOTICE
+from specserve.standin.blocks import (
+    BLOCK_ALGORITHMS,
+    estimate_recorder_on,
+    ragged_verify_mode,
+    resolve_dflash,
+    resolve_dspark,
+)
 from specserve.upstream import Option, SGLangContract, sglang_contract
 
 # Algorithms whose speculative_hook handler is `_handle_eagle_family` (after NEXTN -> EAGLE).
 EAGLE_FAMILY: tuple[str, ...] = ("EAGLE", "EAGLE3", "STANDALONE")
-# Algorithms the stand-in's behaviour model simulates; SGLang's others (DFLASH, DSPARK, UNO,
-# FROZEN_KV_MTP, plugins) parse, but the stand-in refuses to pretend to run them.
-SIMULATED_ALGORITHMS: tuple[str, ...] = (*EAGLE_FAMILY, "NGRAM")
+# Algorithms the stand-in's behaviour model simulates; SGLang's others (UNO, FROZEN_KV_MTP,
+# plugins) parse, but the stand-in refuses to pretend to run them.
+SIMULATED_ALGORITHMS: tuple[str, ...] = (*EAGLE_FAMILY, "NGRAM", *BLOCK_ALGORITHMS)
 # `_handle_eagle_family`: targets whose checkpoint carries its own MTP/NEXTN draft layer, so an
 # unset --speculative-draft-model-path becomes --model-path (SGLang 0.5.21 and 0.5.23).
 BUNDLED_DRAFT_ARCHITECTURES: frozenset[str] = frozenset(
@@ -294,6 +303,17 @@ class SpecConfig:
     """--speculative-adaptive after resolution: steps (and draft tokens) change at run time."""
     adaptive_slots: dict[int, dict[str, Any]] = field(default_factory=dict)
     """Batch size -> candidate steps and knobs (specserve.adaptive.load_config), when adaptive."""
+    ragged_verify_mode: str = "static"
+    """DSPARK: SGLANG_RAGGED_VERIFY_MODE (static, cap-accept, compact), read at start as SGLang
+    reads it; "static" for every other algorithm, whose verify is never capped."""
+    block_estimate: bool = False
+    """DSPARK: whether SGLang's block-accept estimator runs (its env knobs), so decode lines end
+    their speculative part with `est uncap acc len`."""
+
+    @property
+    def block(self) -> bool:
+        """A block drafter: one draft step proposes the whole block of draft tokens - 1."""
+        return self.algorithm in BLOCK_ALGORITHMS
 
 
 @dataclass(frozen=True)
@@ -399,6 +419,8 @@ def _spec_config(
     draft = ns.speculative_num_draft_tokens
     draft_path = ns.speculative_draft_model_path
     slots = _adaptive(contract, ns, algorithm, warnings)
+    if algorithm in BLOCK_ALGORITHMS:  # adaptive is EAGLE-only: _adaptive turned it off
+        return _block_spec(contract.version, ns, algorithm, warnings)
     if slots is not None:
         # `_init_adaptive_speculative_params`: top-k 1, steps a candidate, draft = steps + 1.
         try:
@@ -447,6 +469,25 @@ def _spec_config(
     return SpecConfig(algorithm, draft_path, steps, topk, draft)
 
 
+def _block_spec(
+    version: str, ns: argparse.Namespace, algorithm: str, warnings: list[str]
+) -> SpecConfig:
+    """_handle_dflash / _handle_dspark (blocks.py): one step of top-k 1 verifying a block."""
+    env = os.environ
+    handler = resolve_dflash if algorithm == "DFLASH" else resolve_dspark
+    try:
+        block = handler(ns, version, warnings, env)
+        if algorithm != "DSPARK":
+            return SpecConfig(algorithm, block.draft_model_path, 1, 1, block.num_draft_tokens)
+        mode, estimate = ragged_verify_mode(env), estimate_recorder_on(env)
+    except ValueError as exc:
+        raise ResolutionError(str(exc)) from None
+    return SpecConfig(
+        algorithm, block.draft_model_path, 1, 1, block.num_draft_tokens,
+        ragged_verify_mode=mode, block_estimate=estimate,
+    )  # fmt: skip
+
+
 def _decode_cuda_graph(ns: argparse.Namespace) -> bool:
     """False when any of upstream's switches turns decode CUDA graphs off."""
     config = getattr(ns, "cuda_graph_config", None) or {}
@@ -474,10 +515,14 @@ def resolve(contract: SGLangContract, ns: argparse.Namespace, argv: list[str]) -
     max_running = ns.max_running_requests
     if spec is not None and max_running is None:
         cap = contract.facts["max_running_requests_cap"]["by_handler"]
-        max_running = int(
-            cap["_handle_ngram"] if spec.algorithm == "NGRAM" else cap["_handle_eagle_family"]
+        handler = (
+            f"_handle_{spec.algorithm.lower()}"
+            if spec.algorithm in ("NGRAM", *BLOCK_ALGORITHMS)
+            else "_handle_eagle_family"
         )
-        warnings.insert(0, CAP_WARNING.format(cap=max_running))
+        max_running = int(cap[handler])
+        # The block handlers warn last (after their steps/top-k/block warnings).
+        warnings.insert(len(warnings) if spec.block else 0, CAP_WARNING.format(cap=max_running))
     resolved = dict(sorted(vars(ns).items()))
     resolved["max_running_requests"] = max_running
     if spec is not None:

@@ -3,7 +3,7 @@
 Formulas (also in docs/standin.md; tests pin them):
 
     a      = min(ALPHA_MAX, acceptance * content_factor)     per-draft-token acceptance
-    depth  = min(steps, draft_tokens - 1)
+    depth  = min(steps, draft_tokens - 1)        (block drafters: draft_tokens - 1, width 1)
     width  = min(topk, (draft_tokens - 1) / steps)            draft-tree nodes per level
     b      = max(1, 1 + TREE_GAIN * (width - 1))               effective tries per level
     p      = 1 - (1 - a) ** b                                  a level is accepted
@@ -17,6 +17,10 @@ Formulas (also in docs/standin.md; tests pin them):
     no graph   : step *= GRAPH_PENALTY        (--disable-cuda-graph, or bs > cuda-graph-max-bs)
     step /= throughput_scale
     gen throughput = bs * E / step            (baseline: E = 1)
+
+DSPARK's verify cap (SGLANG_RAGGED_VERIFY_MODE cap-accept or compact): each verify pass of a
+request verifies at most C tokens (SPECSERVE_STANDIN_VERIFY_CAP, default the whole block), so of
+the n tokens the pass would accept uncapped it commits min(n, C) and the cap trims the rest.
 
 An EAGLE/NEXTN server whose drafter is an EAGLE-3 model (`LlamaForCausalLMEagle3`) gets a = 0:
 E = 1.00 exactly, while it still pays for drafting and verification, so it runs slower than the
@@ -175,6 +179,9 @@ class SpecShape:
     num_steps: int
     eagle_topk: int
     num_draft_tokens: int
+    block: bool = False
+    """DFLASH / DSPARK: SGLang resolves them to 1 step of top-k 1, and that one step drafts a
+    chain of draft_tokens - 1 tokens (the block), so the chain, not the step count, is deep."""
 
 
 def accept_length(shape: SpecShape, acceptance: float) -> float:
@@ -182,6 +189,8 @@ def accept_length(shape: SpecShape, acceptance: float) -> float:
     a = min(ALPHA_MAX, max(0.0, acceptance))
     if a == 0.0 or shape.num_steps == 0:  # adaptive speculation may pick 0 steps: no drafts
         return 1.0
+    if shape.block:
+        return 1.0 + sum(a**i for i in range(1, shape.num_draft_tokens))
     depth = min(shape.num_steps, shape.num_draft_tokens - 1)
     width = min(float(shape.eagle_topk), (shape.num_draft_tokens - 1) / shape.num_steps)
     tries = max(1.0, 1.0 + TREE_GAIN * (width - 1.0))
@@ -234,3 +243,36 @@ def load_json_or_none(path: Path) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return doc if isinstance(doc, dict) else None
+
+
+def verify_cap_split(accepted: int, cap: int | None) -> tuple[int, int]:
+    """(commit, cap-trimmed) of a pass that would accept `accepted` tokens (bonus included)
+    uncapped, under a verify cap of `cap` tokens (None: no cap, SGLANG_RAGGED_VERIFY_MODE
+    static). DSPARK's accept len counts the commit; its block accept len commit + trimmed."""
+    if cap is None or accepted <= cap:
+        return accepted, 0
+    return cap, accepted - cap
+
+
+@dataclass
+class BlockEstimate:
+    """The stand-in's DSPARK block-accept estimator: a bracket [lo, hi] of the uncapped accept
+    length, averaged over every pass of every request since start (SGLang's printed estimate is
+    its cumulative one). A pass whose whole block was verified (static, cap-accept) knows its
+    uncapped length: lo = hi = it. In compact mode a pass that stopped at the cap verified only
+    that far: lo = the cap, hi = the whole block (every unverified draft might have held)."""
+
+    lo_sum: float = 0.0
+    hi_sum: float = 0.0
+    blocks: int = 0
+
+    def add(self, lo: float, hi: float) -> None:
+        self.lo_sum += lo
+        self.hi_sum += hi
+        self.blocks += 1
+
+    def bounds(self) -> tuple[float, float] | None:
+        """(lo, hi) means, None before the first block (SGLang prints no estimate then)."""
+        if self.blocks == 0:
+            return None
+        return self.lo_sum / self.blocks, self.hi_sum / self.blocks

@@ -7,6 +7,13 @@ time (slept as model time x SPECSERVE_STANDIN_TIME_SCALE of wall time) and gives
 converges on the formula. Every `--decode-log-interval` iterations it prints a Decode line whose
 `gen throughput` is tokens generated / model time of the window (prefills included, idle time
 excluded: deterministic, unlike upstream's wall-clock gap).
+
+DSPARK under a ragged verify mode (SGLANG_RAGGED_VERIFY_MODE cap-accept or compact) caps each
+request's verify at SPECSERVE_STANDIN_VERIFY_CAP tokens: a pass commits min(n, cap) of the n
+tokens it would accept uncapped (behaviour.verify_cap_split), so `accept len` counts commits,
+`block accept len` (cap-accept only) the uncapped n, and `cap len` the cap, as SGLang's DSPARK
+worker reports accept_lens = commit_lens, block_accept_lens = commit_lens + cap_trim_lens and
+cap_lens = the verify lengths.
 """
 
 from __future__ import annotations
@@ -24,14 +31,17 @@ from specserve.profile.checks.logs import silences_batch_lines
 from specserve.standin.args import StandinArgs
 from specserve.standin.behaviour import (
     BehaviourSource,
+    BlockEstimate,
     SpecShape,
     accept_length,
     step_seconds,
+    verify_cap_split,
 )
 from specserve.standin.logfmt import (
     DecodeStats,
     LinePrinter,
     PrefillStats,
+    block_window,
     decode_line,
     prefill_line,
     spec_window,
@@ -121,6 +131,7 @@ class Engine:
         base_tps: float,
         time_scale: float,
         drafter_mismatch: bool,
+        verify_cap: int | None = None,
     ) -> None:
         self.args = args
         self.behaviour = behaviour
@@ -132,11 +143,20 @@ class Engine:
         # SGLang writes its batch lines with logger.info (metrics_reporter.py): a level above
         # INFO keeps them out of the log, and so does the stand-in's.
         self.batch_lines = not silences_batch_lines(str(args.resolved.get("log_level") or "info"))
+        spec = args.spec
         self.shape = (
             None
-            if args.spec is None
-            else SpecShape(args.spec.num_steps, args.spec.eagle_topk, args.spec.num_draft_tokens)
+            if spec is None
+            else SpecShape(spec.num_steps, spec.eagle_topk, spec.num_draft_tokens, spec.block)
         )
+        # DSPARK's ragged verify: each pass verifies at most this many tokens (None: no cap).
+        self.ragged_mode = "static" if spec is None else spec.ragged_verify_mode
+        self.verify_cap = (
+            None
+            if spec is None or self.ragged_mode == "static"
+            else min(verify_cap or spec.num_draft_tokens, spec.num_draft_tokens)
+        )
+        self.estimate = BlockEstimate() if spec is not None and spec.block_estimate else None
         # --speculative-adaptive: SGLang's step policy moves the shape between candidate steps.
         self.policy = (
             StepPolicy(args.spec.num_steps, args.spec.adaptive_slots)
@@ -164,6 +184,8 @@ class Engine:
         self._win_seconds = 0.0
         self._win_accepted = 0
         self._win_verify = 0
+        self._win_block = 0  # uncapped accepted tokens (DSPARK's block accept lens)
+        self._win_cap = 0  # verify lengths (DSPARK's cap lens), 0 without a ragged verify
         self.last_decode: DecodeStats | None = None
         # What the scheduler gauges last published (SchedulerStats.num_running_reqs, starting at
         # its default 0) and when (the metrics collector's last_log_time, set at its creation).
@@ -342,6 +364,8 @@ class Engine:
         self._sleep(seconds)
         accepted = 0
         for req, n in zip(running, grants, strict=True):
+            if self.shape is not None:
+                n = self._verify_capped(n)
             accepted += n
             emitted = self._emit(req, n)
             if self.metrics is not None and emitted and req.log_metrics:
@@ -357,6 +381,21 @@ class Engine:
             queued = len(self._waiting)
         if self.forward_ct_decode % self.args.decode_log_interval == 0:
             self._decode_line(bs, running, graph, queued)
+
+    def _verify_capped(self, uncapped: int) -> int:
+        """One request's pass under DSPARK's verify cap: the tokens it commits. Counts the
+        window's block-accept and cap tokens and feeds the estimator."""
+        commit, _trimmed = verify_cap_split(uncapped, self.verify_cap)
+        self._win_block += uncapped
+        self._win_cap += self.verify_cap or 0
+        if self.estimate is not None:
+            assert self.shape is not None
+            if self.ragged_mode == "compact" and commit == self.verify_cap:
+                # Verified only up to the cap: the rest of the block is unknown.
+                self.estimate.add(commit, self.shape.num_draft_tokens)
+            else:
+                self.estimate.add(uncapped, uncapped)
+        return commit
 
     def _switch(self, steps: int) -> None:
         """EAGLEWorkerV2.apply_runtime_state: the new shape (top-k 1), logged as upstream does."""
@@ -376,6 +415,9 @@ class Engine:
     def _decode_line(self, bs: int, reqs: list[Request], graph: bool, queued: int) -> None:
         accept_len: float | None = None
         accept_rate: float | None = None
+        cap_len, block_len = block_window(
+            self._win_block, self._win_cap, self._win_verify, self.ragged_mode
+        )
         if self.shape is not None and self._win_verify:
             accept_len, accept_rate = spec_window(
                 self._win_accepted, self._win_verify, self.shape.num_draft_tokens
@@ -391,6 +433,9 @@ class Engine:
             graph=graph,
             gen_throughput=throughput,
             queued=queued,
+            cap_length=cap_len,
+            block_accept_length=block_len,
+            estimate=None if self.estimate is None else self.estimate.bounds(),
         )
         if self.batch_lines:
             self.printer.log(decode_line(stats))
@@ -407,12 +452,16 @@ class Engine:
                 accept_rate=accept_rate or 0.0,
                 num_steps=0 if shape is None else shape.num_steps,
                 num_draft_tokens=0 if shape is None else shape.num_draft_tokens,
+                cap_length=cap_len,
+                block_accept_length=block_len,
             )
             self._published(bs)
         self._win_generated = 0
         self._win_seconds = 0.0
         self._win_accepted = 0
         self._win_verify = 0
+        self._win_block = 0
+        self._win_cap = 0
 
     def _emit(self, req: Request, n: int) -> int:
         """Give `req` up to `n` tokens; finish it at its limit. Returns tokens given."""

@@ -38,6 +38,10 @@ class Knobs:
     """Single-request decode speed without speculation, cuda graph on (tokens/s)."""
     sglang_version: str = PINNED_VERSION
     """The SGLang version whose option table, defaults and behaviour the stand-in mimics."""
+    verify_cap: int | None = None
+    """DSPARK under SGLANG_RAGGED_VERIFY_MODE cap-accept / compact: the tokens (bonus included)
+    each request's verify pass may commit; None = the whole block, what SGLang's verify budget
+    degenerates to without a profiled SPS table ("verify-all")."""
 
 
 def sglang_version(env: Mapping[str, str] | None = None) -> str:
@@ -77,6 +81,12 @@ def load_knobs(env: Mapping[str, str] | None = None) -> Knobs:
     if time_scale == 0:
         raise KnobError(f"{PREFIX}TIME_SCALE must be > 0")
     base_tps = _float(env, "BASE_TPS", 90.0, 0.001)
+    cap_raw = env.get(PREFIX + "VERIFY_CAP")
+    if cap_raw and not cap_raw.isdigit():
+        raise KnobError(f"{PREFIX}VERIFY_CAP={cap_raw!r} must be a whole number of tokens >= 1")
+    verify_cap = int(cap_raw) if cap_raw else None
+    if verify_cap is not None and verify_cap < 1:
+        raise KnobError(f"{PREFIX}VERIFY_CAP={cap_raw!r} must be >= 1 (the bonus token)")
     return Knobs(
         load_seconds=_float(env, "LOAD_SECONDS", 2.0, 0.0),
         warmup_seconds=_float(env, "WARMUP_SECONDS", 1.0, 0.0),
@@ -86,4 +96,5 @@ def load_knobs(env: Mapping[str, str] | None = None) -> Knobs:
         time_scale=time_scale,
         base_tps=base_tps,
         sglang_version=sglang_version(env),
+        verify_cap=verify_cap,
     )

@@ -2,7 +2,8 @@
 
 Read from SGLang's `sglang/srt/managers/scheduler_components/metrics_reporter.py`
 (`report_prefill_stats` / `report_decode_stats`, 0.5.21 and 0.5.23: the same for the fields
-printed here) and `configure_scheduler_process`'s prefix rule (see rank_prefix), inside
+printed here, DSPARK's `cap len`, `block accept len` and `est uncap acc len` included) and
+`configure_scheduler_process`'s prefix rule (see rank_prefix), inside
 `[%(asctime)s...]`, date format `%Y-%m-%d %H:%M:%S`, `.%03d` milliseconds when SGLANG_LOG_MS is
 set (`configure_logger`). Only the first rank prints stats lines, so the stand-in prints rank 0.
 tests/standin/test_log_corpus.py checks every line shape against a corpus printed by SGLang's own
@@ -91,6 +92,12 @@ class DecodeStats:
     graph: bool
     gen_throughput: float
     queued: int
+    cap_length: float = 0.0
+    """`cap len`, printed when > 0 (DSPARK under a ragged verify mode)."""
+    block_accept_length: float = 0.0
+    """`block accept len`, printed when > 0 (DSPARK under cap-accept: block_window)."""
+    estimate: tuple[float, float] | None = None
+    """DSPARK's cumulative uncapped-accept bracket (lo, hi), printed as estimate_suffix."""
 
 
 @dataclass(frozen=True)
@@ -119,6 +126,25 @@ def spec_window(
     return accept_len, ((accepted - passes) / total if total > 0 else 0.0)
 
 
+def block_window(
+    block_tokens: int, cap_tokens: int, passes: int, ragged_mode: str
+) -> tuple[float, float]:
+    """(cap len, block accept len) of a window as `report_decode_stats` computes them (0.5.21
+    and 0.5.23): cap tokens / passes; block-accept tokens / passes, but only under
+    SGLANG_RAGGED_VERIFY_MODE=cap-accept (0 otherwise: the only mode where the whole block is
+    verified, so the uncapped length is exact)."""
+    if passes <= 0:
+        return 0.0, 0.0
+    block = block_tokens / passes if ragged_mode == "cap-accept" else 0.0
+    return cap_tokens / passes, block
+
+
+def estimate_suffix(lo: float, hi: float) -> str:
+    """BlockAcceptEstimateRecorder.estimate_log_suffix (dspark_block_accept_estimator.py,
+    0.5.21 and 0.5.23): the cumulative bracket's midpoint, then the bracket."""
+    return f"est uncap acc len: {0.5 * (lo + hi):.2f} [{lo:.2f}, {hi:.2f}]"
+
+
 def decode_line(stats: DecodeStats) -> str:
     msg = (
         f"Decode batch, #running-req: {stats.running}, "
@@ -126,6 +152,13 @@ def decode_line(stats: DecodeStats) -> str:
     )
     if stats.accept_length is not None:
         msg += f"accept len: {stats.accept_length:.2f}, accept rate: {stats.accept_rate or 0:.2f}, "
+        # In upstream's order, each only when it applies (report_decode_stats).
+        if stats.cap_length > 0:
+            msg += f"cap len: {stats.cap_length:.2f}, "
+        if stats.block_accept_length > 0:
+            msg += f"block accept len: {stats.block_accept_length:.2f}, "
+        if stats.estimate is not None:
+            msg += f"{estimate_suffix(*stats.estimate)}, "
     msg += (
         f"cuda graph: {stats.graph}, "
         f"gen throughput (token/s): {stats.gen_throughput:.2f}, "

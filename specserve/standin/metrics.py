@@ -61,6 +61,17 @@ class NativeMetrics:
             "The average acceptance rate of speculative decoding "
             "(`accepted tokens / total draft tokens` in batch).",
         )
+        # DSPARK's ragged verify (0 for every other algorithm and in static mode).
+        self.spec_cap_length = gauge(
+            "sglang:spec_cap_length",
+            "Mean DSpark confidence-scheduled verify window per verify step, incl the bonus slot "
+            "(0 when no cap is scheduled).",
+        )
+        self.spec_block_accept_length = gauge(
+            "sglang:spec_block_accept_length",
+            "Mean uncapped full-block accept length per verify step (accept + cap-trimmed "
+            "drafts; exact only in DSpark cap-accept mode).",
+        )
         self.is_cuda_graph = gauge("sglang:is_cuda_graph", "Whether the batch is using CUDA graph.")
         # The shape of the running speculation, which --speculative-adaptive changes at run time.
         self.spec_num_steps = gauge(
@@ -84,8 +95,9 @@ class NativeMetrics:
         # gauge from them at every publish, so a gauge holds its field's last value.
         self._stats: dict[str, float] = dict.fromkeys(
             ("num_running_reqs", "num_queue_reqs", "gen_throughput", "num_used_tokens",
-             "token_usage", "spec_accept_length", "spec_accept_rate", "spec_num_steps",
-             "spec_num_draft_tokens", "is_cuda_graph"),
+             "token_usage", "spec_accept_length", "spec_accept_rate", "spec_cap_length",
+             "spec_block_accept_length", "spec_num_steps", "spec_num_draft_tokens",
+             "is_cuda_graph"),
             0.0,
         )  # fmt: skip
 
@@ -157,10 +169,14 @@ class NativeMetrics:
         accept_rate: float,
         num_steps: int,
         num_draft_tokens: int,
+        cap_length: float = 0.0,
+        block_accept_length: float = 0.0,
     ) -> None:
         """A Decode stats line's publish: the fields report_decode_stats sets, then log_stats.
         `num_steps` / `num_draft_tokens` are the active shape, 0 / 0 without speculation
-        (_active_spec_config_snapshot). is_cuda_graph is not among them: SchedulerStats'
+        (_active_spec_config_snapshot). `cap_length` / `block_accept_length` are the line's
+        `cap len` / `block accept len` (0 where not printed: report_decode_stats sets the stats
+        to the same values it prints). is_cuda_graph is not among them: SchedulerStats'
         is_cuda_graph is assigned nowhere in SGLang 0.5.21 / 0.5.23, so it exports its default
         0 whatever the batch ran (the decode line's `cuda graph` and cuda_graph_passes_total
         carry the graph state)."""
@@ -173,6 +189,8 @@ class NativeMetrics:
             token_usage=round(token_usage, 2),
             spec_accept_length=accept_length,
             spec_accept_rate=accept_rate,
+            spec_cap_length=cap_length,
+            spec_block_accept_length=block_accept_length,
             spec_num_steps=num_steps,
             spec_num_draft_tokens=num_draft_tokens,
         )

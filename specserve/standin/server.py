@@ -225,7 +225,10 @@ def run(args: StandinArgs, knobs: Knobs, printer: LinePrinter, stop: threading.E
     mismatch = drafter_mismatch(args)
     printer.log("Load weight end. type=StandinForCausalLM, dtype=none, avail mem=0.00 GB")
     metrics = NativeMetrics(args.served_model_name) if args.enable_metrics else None
-    engine = Engine(args, behaviour, printer, metrics, knobs.base_tps, knobs.time_scale, mismatch)
+    engine = Engine(
+        args, behaviour, printer, metrics, knobs.base_tps, knobs.time_scale, mismatch,
+        verify_cap=knobs.verify_cap,
+    )  # fmt: skip
     started = time.time()
     state = ServerState(
         engine=engine,

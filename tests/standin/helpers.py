@@ -21,7 +21,11 @@ PREFIX_RE = (
 DECODE_RE = re.compile(
     PREFIX_RE + r"Decode batch, #running-req: (?P<running>\d+), #token: (?P<tokens>\d+), "
     r"token usage: (?P<usage>\d+\.\d{2}), "
-    r"(?:accept len: (?P<accept_len>\d+\.\d{2}), accept rate: (?P<accept_rate>\d+\.\d{2}), )?"
+    r"(?:accept len: (?P<accept_len>\d+\.\d{2}), accept rate: (?P<accept_rate>\d+\.\d{2}), "
+    # DSPARK's, each only where SGLang prints it (test_block_drafters.py).
+    r"(?:cap len: (?P<cap_len>\d+\.\d{2}), )?"
+    r"(?:block accept len: (?P<block_accept_len>\d+\.\d{2}), )?"
+    r"(?:est uncap acc len: \d+\.\d{2} \[\d+\.\d{2}, \d+\.\d{2}\], )?)?"
     r"(?P<graph_kind>cuda|cpu|npu|musa) graph: (?P<graph>True|False), "
     r"gen throughput \(token/s\): (?P<tput>\d+\.\d{2}), #queue-req: (?P<queue>\d+)$"
 )

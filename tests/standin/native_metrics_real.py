@@ -11,12 +11,13 @@ Events: ["first_token", seconds, stream], ["inter_token", interval, new_tokens],
 ["finished", prompt, completion, e2e, spec_verify_ct, stream], ["aborted"],
 ["decode_pass", graph]; the scheduler gauges: ["constants", max_total_tokens] (emit_constants),
 ["window", running, used_tokens, queued, gen_throughput, accept_length, accept_rate, num_steps,
-num_draft_tokens] (a decode stats line: the SchedulerStats fields report_decode_stats sets, the
-pool's through PoolStats.update_scheduler_stats, then log_stats) and ["idle"]: SGLang's own
-SchedulerMetricsReporter._maybe_log_idle_metrics, what Scheduler.on_idle calls on a fully idle
-scheduler, run on a reporter whose scheduler has an empty running batch and waiting queue and
-whose pool holds no request's tokens. ["snapshot", name] adds every series as it is at that
-point, each row with "snapshot": name, to the output (the final rows have no such key).
+num_draft_tokens(, cap_length, block_accept_length)] (a decode stats line: the SchedulerStats
+fields report_decode_stats sets, the pool's through PoolStats.update_scheduler_stats, then
+log_stats) and ["idle"]: SGLang's own SchedulerMetricsReporter._maybe_log_idle_metrics, what
+Scheduler.on_idle calls on a fully idle scheduler, run on a reporter whose scheduler has an
+empty running batch and waiting queue and whose pool holds no request's tokens.
+["snapshot", name] adds every series as it is at that point, each row with "snapshot": name,
+to the output (the final rows have no such key).
 """
 
 from __future__ import annotations
@@ -154,7 +155,8 @@ class _SchedulerGauges:
 
     def window(self, running: int, used: int, queued: int, gen_throughput: float,
                accept_length: float, accept_rate: float, num_steps: int,
-               num_draft_tokens: int) -> None:  # fmt: skip
+               num_draft_tokens: int, cap_length: float = 0.0,
+               block_accept_length: float = 0.0) -> None:  # fmt: skip
         """What report_decode_stats assigns before log_stats (no priority scheduling)."""
         from sglang.srt.observability.metrics_collector import QueueCount
 
@@ -164,6 +166,8 @@ class _SchedulerGauges:
         stats.gen_throughput = gen_throughput
         self._pool(used).update_scheduler_stats(stats)
         stats.spec_accept_length, stats.spec_accept_rate = accept_length, accept_rate
+        # DSPARK's ragged verify: report_decode_stats sets them at every line (0 elsewhere).
+        stats.spec_cap_length, stats.spec_block_accept_length = cap_length, block_accept_length
         stats.spec_num_steps, stats.spec_num_draft_tokens = num_steps, num_draft_tokens
         self.collector.log_stats(stats)
 

@@ -10,7 +10,9 @@ real SchedulerMetricsCollector.log_stats, then SGLang's own idle publish
 (SchedulerMetricsReporter._maybe_log_idle_metrics, which Scheduler.on_idle calls once the
 scheduler has nothing to run): the stand-in's gauges must equal SGLang's after each, so
 `sglang:num_running_reqs` drops to 0 when the server goes idle, as SpecServeNoDecodeLines
-relies on, and the held ones (accept length, steps) keep their values.
+relies on, and the held ones (accept length, steps) keep their values. Then a DSPARK window in
+cap-accept mode: `sglang:spec_cap_length` and `sglang:spec_block_accept_length` as SGLang sets
+them.
 
 Then a running stand-in with --enable-metrics and speculation serves requests: its native accept
 length (generated tokens less one prefill token per request, over verify calls: the recording
@@ -111,7 +113,7 @@ def _standin() -> tuple[Series, dict[str, str]]:
 def _real_run(version: str) -> dict[str, tuple[Series, dict[str, str]]]:
     """One run of SGLang's collectors per version (its imports cost seconds): EVENTS, then the
     scheduler's BUSY window (snapshot "busy") and its idle publish (the final state, "end")."""
-    events = [*EVENTS, *BUSY, ["snapshot", "busy"], ["idle"]]
+    events = [*EVENTS, *BUSY, ["snapshot", "busy"], ["idle"], ["snapshot", "idle"], *BLOCK]
     request = {"model_path": MODEL_PATH, "model_name": MODEL, "events": events}
     rows = run_python(version, [str(HERE / "native_metrics_real.py")], request)
     out: dict[str, tuple[Series, dict[str, str]]] = {}
@@ -166,6 +168,9 @@ BUSY: list[list[Any]] = [
     ["window", 3, 123456, 2, 140.5, 2.18, 0.39, 3, 4],
 ]
 IDLE: list[list[Any]] = [*BUSY, ["idle"]]
+# Then a DSPARK window under SGLANG_RAGGED_VERIFY_MODE=cap-accept: one step of 8 draft tokens,
+# accept len 2.95 under a cap of 3, 4.61 uncapped.
+BLOCK: list[list[Any]] = [["window", 2, 2345, 0, 150.0, 2.95, 0.28, 1, 8, 3.0, 4.61]]
 
 
 def _standin_gauges(events: list[list[Any]]) -> tuple[Series, dict[str, str]]:
@@ -174,11 +179,13 @@ def _standin_gauges(events: list[list[Any]]) -> tuple[Series, dict[str, str]]:
         if event == "constants":
             metrics.constants(values[0])
         elif event == "window":
-            running, used, queued, tput, accept_len, accept_rate, steps, drafts = values
+            running, used, queued, tput, accept_len, accept_rate, steps, drafts, *block = values
+            cap_len, block_len = block or (0.0, 0.0)
             metrics.scheduler_window(
                 running=running, used_tokens=used, token_usage=used / MAX_TOTAL, queued=queued,
                 gen_throughput=tput, accept_length=accept_len, accept_rate=accept_rate,
-                num_steps=steps, num_draft_tokens=drafts,
+                num_steps=steps, num_draft_tokens=drafts, cap_length=cap_len,
+                block_accept_length=block_len,
             )  # fmt: skip
         else:
             metrics.idle()
@@ -200,7 +207,8 @@ def _gauge(series: Series, name: str) -> float:
 @pytest.mark.parametrize("version", VERIFIED_VERSIONS)
 def test_the_scheduler_gauges_equal_sglangs_busy_then_idle(version: str) -> None:
     seen: dict[str, Series] = {}
-    for phase, events, snapshot in (("busy", BUSY, "busy"), ("idle", IDLE, "end")):
+    phases = (("busy", BUSY, "busy"), ("idle", IDLE, "idle"), ("block", [*IDLE, *BLOCK], "end"))
+    for phase, events, snapshot in phases:
         ours, our_types = _standin_gauges(events)
         theirs, their_types = _real(version, snapshot)
         missing = sorted(set(our_types) - set(their_types))
@@ -217,6 +225,10 @@ def test_the_scheduler_gauges_equal_sglangs_busy_then_idle(version: str) -> None
     assert _gauge(seen["busy"], "sglang:token_usage") == 0.25
     for held, value in (("sglang:spec_accept_length", 2.18), ("sglang:spec_num_steps", 3)):
         assert _gauge(seen["idle"], held) == value
+    # The block drafter's gauges: 0 for EAGLE, DSPARK's cap and uncapped length once it runs.
+    assert _gauge(seen["busy"], "sglang:spec_cap_length") == 0
+    assert _gauge(seen["block"], "sglang:spec_cap_length") == 3.0
+    assert _gauge(seen["block"], "sglang:spec_block_accept_length") == 4.61
 
 
 def _counts(text: str) -> dict[str, float]:
