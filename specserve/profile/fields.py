@@ -155,6 +155,7 @@ SECTIONS: dict[str, Section] = {
         Section("nccl", "NCCL's environment: a named preset and overrides (below)."),
         Section("logging", "The log file the launcher tees SGLang's output into."),
         Section("baseline", "The non-speculative throughput speculation is judged against."),
+        Section("tuning", "What `playbooks/tune.yml` ranks beside the drafter's own grid."),
     )
 }
 # The document's top-level keys in the order the schema and the docs list them.
@@ -172,6 +173,7 @@ LAYOUT: tuple[str, ...] = (
     "env",
     "logging",
     "baseline",
+    "tuning",
 )
 
 FIELDS: tuple[Field, ...] = (
@@ -769,6 +771,25 @@ def _object(rows: list[Field], head: Schema) -> Schema:
 
 def _members(section: str) -> list[Field]:
     return [f for f in FIELDS if f.section == section]
+
+
+# tuning.methods holds whole drafter blocks, so its items are the drafter section's own schema,
+# inlined: the chart embeds this schema under its own root, where a $ref to
+# #/properties/drafter would point elsewhere (specserve/chart.py).
+FIELDS = (
+    *FIELDS,
+    Field(
+        "tuning.methods",
+        {"type": "array", "items": _object(_members("drafter"), {
+            "type": "object", "description": "A drafter block, as `drafter` holds one."})},
+        "Other speculative methods `playbooks/tune.yml` ranks beside the drafter's grid and no "
+        "speculation, each a whole drafter block (e.g. `[{algorithm: NGRAM}]`); the fastest "
+        "replaces `drafter` when the run applies it (docs/tuning.md). Not rendered.",
+        [],
+        type_doc="list of drafter blocks",
+    ),
+)
+BY_PATH = {f.path: f for f in FIELDS}
 
 
 def build_schema() -> Schema:

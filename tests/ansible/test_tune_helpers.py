@@ -414,3 +414,23 @@ def test_a_method_is_ranked_and_reported_by_its_algorithm(tmp_path: Path) -> Non
     assert best["speculative"] and best["drafter"] == {"algorithm": "NGRAM"}
     md = (tmp_path / "report.md").read_text()
     assert "| 1 | `ngram` (NGRAM) | - | - | - | 48 | 610.0 | 1.14x |" in md
+
+
+def test_the_profile_names_its_own_methods_and_the_variable_replaces_them(
+    tmp_path: Path,
+) -> None:
+    doc = yaml.safe_load(STANDIN.read_text())
+    doc["tuning"] = {"methods": [{"algorithm": "NGRAM", "num_draft_tokens": 8}]}
+    path = _save(tmp_path, yaml.safe_dump(doc, sort_keys=False))
+    assert load_profile(path).document_value("tuning.methods") == [
+        {"algorithm": "NGRAM", "num_draft_tokens": 8}]  # the schema takes it
+    grid = {"num_steps": [1], "eagle_topk": [1]}
+    named = {p["id"]: p for p in tune.tune_points(grid, str(path))}
+    assert list(named) == ["no-spec", "s1-k1-d2", "ngram"] and named["ngram"]["valid"]
+    assert named["ngram"]["drafter"] == {"algorithm": "NGRAM", "num_draft_tokens": 8}
+    replaced = tune.tune_points(grid, str(path), methods=[{"algorithm": "NGRAM"}])
+    assert replaced[-1]["drafter"] == {"algorithm": "NGRAM"}
+    # A method block the drafter section would refuse is refused by the profile's schema.
+    doc["tuning"] = {"methods": [{"algorithm": "NGRAM", "draft_tokens": 8}]}
+    with pytest.raises(Exception, match="draft_tokens"):
+        load_profile(_save(tmp_path, yaml.safe_dump(doc, sort_keys=False)))

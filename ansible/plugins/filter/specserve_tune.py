@@ -264,7 +264,8 @@ def tune_points(
 ) -> list[dict[str, Any]]:
     """The candidates: no speculation first, then every grid point (product of the lists, then
     `extra`), then (adaptive) the profile's chain with `drafter.adaptive`, then the other
-    methods (`methods`: whole drafter blocks, judged like the rest). Each has an id,
+    methods (`methods`, else the profile's `tuning.methods`: whole drafter blocks, judged like
+    the rest). Each has an id,
     `speculative`, the `max_running_requests` every candidate runs with (the profile's, else
     SGLang's cap under speculation: the same for all, so no candidate admits more concurrent
     requests than another) and, when `specserve check` would refuse the profile at that point,
@@ -288,7 +289,10 @@ def tune_points(
                            "id": _point_id(point)})
     if adaptive:
         candidates.append(_adaptive_point(doc))
-    candidates.extend(_method_points(list(methods or [])))
+    # tune_methods, else the methods the profile names (tuning.methods).
+    if not methods:
+        methods = (doc.get("tuning") or {}).get("methods") or []
+    candidates.extend(_method_points(list(methods)))
     seen: set[str] = set()
     result: list[dict[str, Any]] = []
     for point in candidates:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from specserve.profile.checks.baseline import check_baseline
 from specserve.profile.checks.context import CheckOptions, ModelContext, build_context
 from specserve.profile.checks.envvars import check_env
@@ -17,6 +19,7 @@ from specserve.profile.checks.speculative import (
     check_tree_known,
 )
 from specserve.profile.checks.startup import check_startup
+from specserve.profile.checks.tuning import check_tuning_methods
 from specserve.profile.checks.weights import check_weights
 from specserve.profile.issues import Issue
 from specserve.profile.model import Profile
@@ -47,4 +50,9 @@ def run_checks(profile: Profile, options: CheckOptions | None = None) -> list[Is
         issues += check_baseline(profile, options.image, contract.version)
     if not options.configs_only:
         issues += check_weights(profile, ctx)
+    # An alternative's weights are fetched when tuning deploys it, not with the profile's own:
+    # its config is judged where it can be read, and missing files are no error here.
+    alternatives = replace(options, configs_only=True, require_models=False,
+                           compare_baseline=False)  # fmt: skip
+    issues += check_tuning_methods(profile, lambda other: run_checks(other, alternatives))
     return issues
