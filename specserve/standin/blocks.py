@@ -18,10 +18,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from specserve.standin.knobs import sglang_env_bool
 
 BLOCK_ALGORITHMS: tuple[str, ...] = ("DFLASH", "DSPARK")
 # RaggedVerifyMode's values (ragged_verify.py, the same in 0.5.21 and 0.5.23).
@@ -40,19 +42,6 @@ DSPARK_DRAFT_SUBFOLDER = "dspark"  # 0.5.23's _DSPARK_DRAFT_SUBFOLDER
 class BlockResolution:
     draft_model_path: str
     num_draft_tokens: int
-
-
-def _env_bool(env: Mapping[str, str], name: str) -> bool:
-    """sglang.srt.environ.EnvBool.parse (default False)."""
-    raw = env.get(name)
-    if raw is None:
-        return False
-    value = raw.lower()
-    if value in ("true", "1", "yes", "y"):
-        return True
-    if value in ("false", "0", "no", "n"):
-        return False
-    raise ValueError(f'"{value}" is not a valid boolean value')
 
 
 def ragged_verify_mode(env: Mapping[str, str] | None = None) -> str:
@@ -85,6 +74,19 @@ def _config(path: str | None) -> dict[str, Any]:
     if not isinstance(doc, dict):
         raise ValueError(f"{path}/config.json is not a JSON object")
     return doc
+
+
+def _from_drafter_config(
+    read: Callable[[Mapping[str, Any]], int | None], path: str | None, warnings: list[str],
+    failure: str,
+) -> int | None:
+    """`read` of the drafter's config.json; where that fails, None and upstream's warning
+    (`failure`, then the error): both handlers catch every failure there."""
+    try:
+        return read(_config(path))
+    except Exception as exc:  # upstream catches every failure here, and so warns
+        warnings.append(f"{failure} Error: {exc}")
+        return None
 
 
 def _positive_int(value: Any, field_name: str) -> int | None:
@@ -152,7 +154,7 @@ def resolve_dflash(
             raise ValueError("DFLASH with dp attention requires --enable-dp-lm-head.")
         if ns.attn_cp_size != 1:
             raise ValueError("DFLASH with dp attention does not support context parallel.")
-        if _env_bool(env, "SGLANG_ENABLE_DP_SPEC_PREFILL_COORDINATION"):
+        if sglang_env_bool(env, "SGLANG_ENABLE_DP_SPEC_PREFILL_COORDINATION"):
             raise ValueError(
                 "DFLASH with dp attention requires SGLANG_ENABLE_DP_SPEC_PREFILL_COORDINATION=0."
             )
@@ -179,13 +181,11 @@ def resolve_dflash(
         draft = int(block)
     if draft is None:
         # Upstream swallows any failure to read the drafter's config and defaults to 16.
-        try:
-            draft = dflash_block_size(_config(draft_path))
-        except Exception as exc:  # upstream catches every failure here, and so warns
-            warnings.append(
-                "Failed to infer DFLASH block_size from draft model config; defaulting "
-                f"speculative_num_draft_tokens to 16. Error: {exc}"
-            )
+        draft = _from_drafter_config(
+            dflash_block_size, draft_path, warnings,
+            "Failed to infer DFLASH block_size from draft model config; defaulting "
+            "speculative_num_draft_tokens to 16.",
+        )  # fmt: skip
         if draft is None:
             draft = DFLASH_DEFAULT_BLOCK_SIZE
             warnings.append(
@@ -211,7 +211,7 @@ def _dspark_dp_checks(ns: argparse.Namespace, version: str, env: Mapping[str, st
             "DSpark with dp attention supports moe_a2a_backend 'none' (built-in TP MoE), "
             f"'megamoe', or 'mori', got {backend!r}."
         )
-    coordination = version != "0.5.21" and _env_bool(
+    coordination = version != "0.5.21" and sglang_env_bool(
         env, "SGLANG_ENABLE_DP_SPEC_PREFILL_COORDINATION"
     )
     if (backend != "none" or coordination) and ragged_verify_mode(env) != "static":
@@ -275,14 +275,10 @@ def resolve_dspark(
         )
     draft_path = _dspark_draft_path(ns, version, warnings)
     _steps_topk_one(ns, "DSpark", warnings)
-    config_gamma: int | None = None
-    try:
-        config_gamma = dspark_gamma(_config(draft_path))
-    except Exception as exc:  # upstream catches every failure here, and so warns
-        warnings.append(
-            "Failed to read DSpark draft config; preserving explicit/default gamma "
-            f"resolution. Error: {exc}"
-        )
+    config_gamma = _from_drafter_config(
+        dspark_gamma, draft_path, warnings,
+        "Failed to read DSpark draft config; preserving explicit/default gamma resolution.",
+    )  # fmt: skip
     block, draft = ns.speculative_dspark_block_size, ns.speculative_num_draft_tokens
     gamma: int | None
     if block is not None:

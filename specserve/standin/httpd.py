@@ -40,6 +40,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from specserve.standin import api
 from specserve.standin.engine import Engine, EngineClosed, Request
+from specserve.standin.knobs import sglang_env_bool
 from specserve.standin.logfmt import LinePrinter
 from specserve.standin.metrics import NativeMetrics
 from specserve.upstream import SGLangContract
@@ -51,19 +52,6 @@ DEPRECATED_ENDPOINT = (
     "Please use '{new}' instead."
 )
 DEPRECATED_ALIASES = {"/get_server_info": "/server_info", "/get_model_info": "/model_info"}
-
-
-def _env_bool(name: str, default: bool) -> bool:
-    """sglang.srt.environ.EnvBool: true/1/yes/y, false/0/no/n (any case), else an error."""
-    raw = os.environ.get(name)
-    if raw is None:
-        return default
-    value = raw.lower()
-    if value in ("true", "1", "yes", "y"):
-        return True
-    if value in ("false", "0", "no", "n"):
-        return False
-    raise ValueError(f'{name}: "{value}" is not a valid boolean value')
 
 
 @dataclass
@@ -90,7 +78,11 @@ class ServerState:
     def __post_init__(self) -> None:
         facts = self.contract.facts["health"]
         default = bool(facts["SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION"]["default"])
-        self.health_generation = _env_bool("SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION", default)
+        name = "SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION"
+        try:
+            self.health_generation = sglang_env_bool(os.environ, name, default)
+        except ValueError as exc:
+            raise ValueError(f"{name}: {exc}") from None
         self.health_timeout_s = float(
             int(os.environ.get("SGLANG_HEALTH_CHECK_TIMEOUT", facts["health_check_timeout_s"]))
         )

@@ -16,6 +16,20 @@ from specserve.upstream import PINNED_VERSION, VERIFIED_VERSIONS
 PREFIX = "SPECSERVE_STANDIN_"
 
 
+def sglang_env_bool(env: Mapping[str, str], name: str, default: bool = False) -> bool:
+    """One of SGLang's own boolean switches (SGLANG_*), parsed as sglang.srt.environ.EnvBool
+    parses it: true/1/yes/y, false/0/no/n (any case), else its error, in its words."""
+    raw = env.get(name)
+    if raw is None:
+        return default
+    value = raw.lower()
+    if value in ("true", "1", "yes", "y"):
+        return True
+    if value in ("false", "0", "no", "n"):
+        return False
+    raise ValueError(f'"{value}" is not a valid boolean value')
+
+
 class KnobError(ValueError):
     """A SPECSERVE_STANDIN_* variable holds a value the stand-in cannot use."""
 

@@ -90,18 +90,21 @@ def start_file_router(fleet: Fleet) -> str:
     return url
 
 
-def listed(router: str) -> dict[str, str]:
-    """url -> status (`healthy`, `draining`, ...) of the router's workers."""
+def workers(router: str) -> list[dict[str, object]]:
     response = requests.get(router + "/workers", headers=AUTH, timeout=10)
     response.raise_for_status()
-    return {str(w["url"]): str(w.get("status", "")) for w in response.json()["workers"]}
+    return list(response.json()["workers"])
+
+
+def listed(router: str) -> dict[str, str]:
+    """url -> status (`healthy`, `draining`, ...) of the router's workers."""
+    return {str(w["url"]): str(w.get("status", "")) for w in workers(router)}
 
 
 def routable(router: str, node: str) -> bool:
-    return listed(router).get(node) not in (None, "draining") and any(
-        w["url"] == node and w["is_healthy"]
-        for w in requests.get(router + "/workers", headers=AUTH, timeout=10).json()["workers"]
-    )
+    """Listed, healthy and not draining, from one listing."""
+    return any(w["url"] == node and w["is_healthy"] and w.get("status") != "draining"
+               for w in workers(router))  # fmt: skip
 
 
 def served_model(node: str) -> str:

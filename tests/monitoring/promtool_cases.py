@@ -1387,6 +1387,33 @@ def _expr_group(case: Case) -> dict[str, Any]:
 # A rule file rendered with a window override, and promtool tests that only pass at that window.
 WINDOW_OVERRIDE_DIR = "window-override"
 WINDOW_OVERRIDES: dict[str, Any] = {"SpecDecodeDraftsRejected": {"window": "1m"}}
+# SpecDecodeDraftsRejected's whole query at that window (match_on empty), as both the CLI and
+# the chart must render it: native accept length where SGLang exports it, the log-derived
+# mean otherwise.
+DRAFTS_REJECTED_EXPR_1M = (
+    "(\n  (\n    (\n      instance:specserve_decode_accept_length:mean1m * 0\n"
+    "      + on () group_left ()\n"
+    "      min by () ((\n        instance:sglang_spec_accept_length:ratio_rate1m\n"
+    "        and\n"
+    # The native value only where replies took enough verify passes to speak for it.
+    "        (instance:sglang_spec_verify_calls_per_request:ratio_rate1m >= 4)\n"
+    "      ))\n    )\n"
+    "    or\n    instance:specserve_decode_accept_length:mean1m\n"
+    "    or on ()\n    (\n      instance:sglang_spec_accept_length:ratio_rate1m\n"
+    "      and\n"
+    "      (instance:sglang_spec_verify_calls_per_request:ratio_rate1m >= 4)\n    )\n  )\n"
+    # Adaptive speculation at 0 steps (1 draft token) is no verdict on the drafter.
+    "  unless on ()\n"
+    "  (min by () (min_over_time(specserve_speculative_draft_tokens[1m])) < 2)\n"
+    "  unless on ()\n"
+    "  (\n"
+    "    max by () (avg_over_time(specserve_decode_last_block_accept_length[1m])) >= 1.05\n"
+    "    or\n"
+    "    max by () (avg_over_time(sglang:spec_block_accept_length[1m])) >= 1.05\n"
+    "  )"
+    "\n)\n< 1.05"
+)
+
 WINDOW_OVERRIDE_RULE_FILE = "specserve-rules.yml"
 
 # 15 s samples: 2.20 for 10m, then 1.00. With the 1m window the mean is all-1.00 by 11m (10m45s

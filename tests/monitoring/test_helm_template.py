@@ -21,7 +21,12 @@ from specserve.monitoring.rules import ALERTS
 from specserve.monitoring.yamlio import dump_yaml
 
 from .conftest import MONITORING, run, run_helm
-from .promtool_cases import WINDOW_OVERRIDE_DIR, WINDOW_OVERRIDE_RULE_FILE, WINDOW_OVERRIDES
+from .promtool_cases import (
+    DRAFTS_REJECTED_EXPR_1M,
+    WINDOW_OVERRIDE_DIR,
+    WINDOW_OVERRIDE_RULE_FILE,
+    WINDOW_OVERRIDES,
+)
 
 
 @pytest.fixture(scope="module")
@@ -105,30 +110,7 @@ def test_window_values_render_the_window_override_rule_file(
     committed = yaml.safe_load((window_tests / WINDOW_OVERRIDE_RULE_FILE).read_text())
     assert rendered == committed
     drafts = {r["alert"]: r for r in rendered["groups"][1]["rules"]}["SpecDecodeDraftsRejected"]
-    # Native accept length where SGLang exports it, the log-derived mean otherwise.
-    assert drafts["expr"] == (
-        "(\n  (\n    (\n      instance:specserve_decode_accept_length:mean1m * 0\n"
-        "      + on () group_left ()\n"
-        "      min by () ((\n        instance:sglang_spec_accept_length:ratio_rate1m\n"
-        "        and\n"
-        # The native value only where replies took enough verify passes to speak for it.
-        "        (instance:sglang_spec_verify_calls_per_request:ratio_rate1m >= 4)\n"
-        "      ))\n    )\n"
-        "    or\n    instance:specserve_decode_accept_length:mean1m\n"
-        "    or on ()\n    (\n      instance:sglang_spec_accept_length:ratio_rate1m\n"
-        "      and\n"
-        "      (instance:sglang_spec_verify_calls_per_request:ratio_rate1m >= 4)\n    )\n  )\n"
-        # Adaptive speculation at 0 steps (1 draft token) is no verdict on the drafter.
-        "  unless on ()\n"
-        "  (min by () (min_over_time(specserve_speculative_draft_tokens[1m])) < 2)\n"
-        "  unless on ()\n"
-        "  (\n"
-        "    max by () (avg_over_time(specserve_decode_last_block_accept_length[1m])) >= 1.05\n"
-        "    or\n"
-        "    max by () (avg_over_time(sglang:spec_block_accept_length[1m])) >= 1.05\n"
-        "  )"
-        "\n)\n< 1.05"
-    )
+    assert drafts["expr"] == DRAFTS_REJECTED_EXPR_1M
     assert "over 1m is" in drafts["annotations"]["description"]
     mean1m = {r["record"]: r for r in rendered["groups"][0]["rules"]}[
         "instance:specserve_decode_accept_length:mean1m"

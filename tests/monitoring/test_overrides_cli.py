@@ -13,6 +13,7 @@ from specserve.monitoring.overrides import OverridesError, load_overrides_file, 
 from specserve.monitoring.prometheus import render_rules
 
 from .conftest import run
+from .promtool_cases import DRAFTS_REJECTED_EXPR_1M
 
 
 def test_valid_overrides_have_no_problems() -> None:
@@ -150,29 +151,7 @@ def test_cli_render_with_a_window_override(promtool: str, tmp_path: Path) -> Non
     records = {r["record"]: r["expr"] for r in document["groups"][0]["rules"]}
     alerts = {r["alert"]: r for r in document["groups"][1]["rules"]}
     drafts = alerts["SpecDecodeDraftsRejected"]
-    assert drafts["expr"] == (
-        "(\n  (\n    (\n      instance:specserve_decode_accept_length:mean1m * 0\n"
-        "      + on () group_left ()\n"
-        "      min by () ((\n        instance:sglang_spec_accept_length:ratio_rate1m\n"
-        "        and\n"
-        # The native value only where replies took enough verify passes to speak for it.
-        "        (instance:sglang_spec_verify_calls_per_request:ratio_rate1m >= 4)\n"
-        "      ))\n    )\n"
-        "    or\n    instance:specserve_decode_accept_length:mean1m\n"
-        "    or on ()\n    (\n      instance:sglang_spec_accept_length:ratio_rate1m\n"
-        "      and\n"
-        "      (instance:sglang_spec_verify_calls_per_request:ratio_rate1m >= 4)\n    )\n  )\n"
-        # Adaptive speculation at 0 steps (1 draft token) is no verdict on the drafter.
-        "  unless on ()\n"
-        "  (min by () (min_over_time(specserve_speculative_draft_tokens[1m])) < 2)\n"
-        "  unless on ()\n"
-        "  (\n"
-        "    max by () (avg_over_time(specserve_decode_last_block_accept_length[1m])) >= 1.05\n"
-        "    or\n"
-        "    max by () (avg_over_time(sglang:spec_block_accept_length[1m])) >= 1.05\n"
-        "  )"
-        "\n)\n< 1.05"
-    )
+    assert drafts["expr"] == DRAFTS_REJECTED_EXPR_1M
     assert drafts["for"] == "30s"
     assert "over 1m is" in drafts["annotations"]["description"]
     assert "rate(specserve_decode_accept_length_sum[1m])" in (
