@@ -10,7 +10,7 @@ opt-in preset that records where they came from.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -81,12 +81,28 @@ NVLINK_ONLY_ALGORITHMS: frozenset[str] = frozenset({"nvls", "nvlstree"})
 P2P_LEVELS: tuple[str, ...] = ("LOC", "NVL", "PIX", "PXB", "PHB", "SYS")
 NTHREADS: tuple[int, ...] = (64, 128, 256, 512)
 DEBUG_LEVELS: frozenset[str] = frozenset({"VERSION", "WARN", "INFO", "ABORT", "TRACE"})
-# SGLang's engine._set_envs_and_config overwrites these unconditionally at startup
-# (NCCL_CUMEM_ENABLE=0, NCCL_NVLS_ENABLE from --enable-nccl-nvls): a value here never takes effect.
-SET_BY_SGLANG: dict[str, str] = {
-    "NCCL_CUMEM_ENABLE": "SGLang always sets it to 0",
-    "NCCL_NVLS_ENABLE": "SGLang sets it from --enable-nccl-nvls (pass that in extra_args instead)",
+# What SGLang's engine._set_envs_and_config (0.5.21, 0.5.23) writes at startup over a value the
+# deployment set: only when one of these flags is on, and then "1" (unset, it writes "0" itself).
+# Without the flag the deployment's value stands. tests/contract/test_nccl_overwrites.py runs
+# SGLang's own statements to hold this table to them.
+SGLANG_OVERWRITES: dict[str, tuple[str, ...]] = {
+    "NCCL_CUMEM_ENABLE": ("--enable-symm-mem",),
+    "NCCL_NVLS_ENABLE": ("--enable-nccl-nvls", "--enable-symm-mem"),
 }
+SGLANG_OVERWRITE_VALUE = "1"
+
+
+def sglang_overwrites(flags_on: Collection[str]) -> dict[str, str]:
+    """Variable -> the flag of `flags_on` that makes SGLang overwrite it with "1"."""
+    out: dict[str, str] = {}
+    for name, flags in SGLANG_OVERWRITES.items():
+        for flag in flags:
+            if flag in flags_on:
+                out[name] = flag
+                break
+    return out
+
+
 # NCCL < 2.24 accepts "a,b" / "^a,b"; 2.24+ also "allreduce:a,b;allgather:c".
 _COLLECTIVE_PREFIX = re.compile(r"^[A-Za-z]+:")
 
@@ -252,6 +268,8 @@ _CHECKERS: dict[str, Callable[[str, str, str], list[Issue]]] = {
     "NCCL_P2P_DISABLE": _check_bool("NCCL_P2P_DISABLE"),
     "NCCL_SHM_DISABLE": _check_bool("NCCL_SHM_DISABLE"),
     "NCCL_IB_DISABLE": _check_bool("NCCL_IB_DISABLE"),
+    "NCCL_CUMEM_ENABLE": _check_bool("NCCL_CUMEM_ENABLE"),
+    "NCCL_NVLS_ENABLE": _check_bool("NCCL_NVLS_ENABLE"),
     "NCCL_DEBUG": _check_debug,
 }
 # Known and passed through without a value check (free-form strings / paths).
@@ -270,9 +288,13 @@ _FREE_FORM: frozenset[str] = frozenset(
 
 
 def validate_nccl_env(
-    env: Mapping[str, str], topology: str, field_prefix: str = "nccl"
+    env: Mapping[str, str],
+    topology: str,
+    field_prefix: str = "nccl",
+    overwritten: Mapping[str, str] | None = None,
 ) -> list[Issue]:
-    """Check NCCL variables against NCCL's documented values for a `topology` (pcie|nvlink|any)."""
+    """Check NCCL variables against NCCL's documented values for a `topology` (pcie|nvlink|any);
+    `overwritten` (sglang_overwrites of the server's flags) names what SGLang replaces."""
     issues: list[Issue] = []
     if topology not in TOPOLOGIES:
         issues.append(
@@ -296,16 +318,16 @@ def validate_nccl_env(
         if not isinstance(value, str):
             issues.append(error(where, f"{name} must be a string", f'quote it: {name}: "{value}"'))
             continue
-        if name in SET_BY_SGLANG:
+        flag = (overwritten or {}).get(name)
+        if flag is not None and value != SGLANG_OVERWRITE_VALUE:
             issues.append(
                 warning(
                     where,
-                    f"SGLang overwrites {name} at startup, so this value has no effect: "
-                    f"{SET_BY_SGLANG[name]}",
-                    f"remove {name}",
+                    f"SGLang sets {name}={SGLANG_OVERWRITE_VALUE} at startup because of {flag} "
+                    f"(engine._set_envs_and_config), so {value!r} has no effect",
+                    f"remove {name}, or drop {flag}",
                 )
             )
-            continue
         checker = _CHECKERS.get(name)
         if checker is not None:
             issues.extend(checker(value, topology, where))

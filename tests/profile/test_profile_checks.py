@@ -326,7 +326,10 @@ def test_specforge_drafter_with_explicit_aux_layers_passes(tmp_path):
 
 def test_warnings_are_separate_and_do_not_fail(tmp_path):
     doc = kimi_doc()
-    doc["nccl"]["overrides"] = {"NCCL_CUMEM_ENABLE": "1"}
+    # --enable-symm-mem makes SGLang set NCCL_CUMEM_ENABLE=1 over the deployment's 0
+    # (tests/contract/test_nccl_overwrites.py).
+    doc["server"]["extra_args"] = ["--enable-symm-mem"]
+    doc["nccl"]["overrides"] = {"NCCL_CUMEM_ENABLE": "0"}
     code, report = check_json(
         write_doc(tmp_path, doc), "--weights-root", str(FIXTURES), "--configs-only",
         "--no-baseline-check",
@@ -335,7 +338,18 @@ def test_warnings_are_separate_and_do_not_fail(tmp_path):
     assert report["errors"] == []
     [w] = report["warnings"]
     assert w["field"] == "nccl.overrides.NCCL_CUMEM_ENABLE"
-    assert "SGLang overwrites" in w["problem"]
+    assert "SGLang sets NCCL_CUMEM_ENABLE=1 at startup because of --enable-symm-mem" in w["problem"]
+
+
+def test_an_nccl_value_sglang_keeps_is_no_warning(tmp_path):
+    doc = kimi_doc()
+    doc["nccl"]["overrides"] = {"NCCL_CUMEM_ENABLE": "1", "NCCL_NVLS_ENABLE": "0"}
+    code, report = check_json(
+        write_doc(tmp_path, doc), "--weights-root", str(FIXTURES), "--configs-only",
+        "--no-baseline-check",
+    )
+    assert code == 0, report
+    assert report["warnings"] == [] and report["errors"] == []
 
 
 def test_missing_model_dir_is_warning_unless_required(tmp_path):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from specserve.profile.issues import Severity
-from specserve.profile.nccl import PRESETS, validate_nccl_env
+from specserve.profile.nccl import PRESETS, sglang_overwrites, validate_nccl_env
 
 
 def test_presets_are_valid_for_their_topology():
@@ -81,8 +81,6 @@ def test_bad_values_are_errors(name, value, topology, problem):
 @pytest.mark.parametrize(
     ("name", "value"),
     [
-        ("NCCL_CUMEM_ENABLE", "0"),
-        ("NCCL_NVLS_ENABLE", "1"),
         ("NCCL_P2P_LEVEL", "3"),
         ("NCCL_BUFFSIZE", "10000000"),
         ("NCCL_PROTOCOL", "LL"),
@@ -91,6 +89,29 @@ def test_bad_values_are_errors(name, value, topology, problem):
 def test_questionable_values_are_warnings(name, value):
     issues = validate_nccl_env({name: value}, "pcie")
     assert [i.severity for i in issues] == [Severity.WARNING]
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "flags", "warned"),
+    [
+        ("NCCL_CUMEM_ENABLE", "0", set(), False),  # SGLang keeps a set value without the flag
+        ("NCCL_CUMEM_ENABLE", "0", {"--enable-symm-mem"}, True),
+        ("NCCL_CUMEM_ENABLE", "1", {"--enable-symm-mem"}, False),  # what SGLang writes anyway
+        ("NCCL_NVLS_ENABLE", "0", {"--enable-nccl-nvls"}, True),
+        ("NCCL_NVLS_ENABLE", "0", {"--enable-symm-mem"}, True),
+        ("NCCL_NVLS_ENABLE", "1", set(), False),
+    ],
+)
+def test_values_sglang_overwrites_are_warnings(name, value, flags, warned):
+    issues = validate_nccl_env({name: value}, "nvlink", overwritten=sglang_overwrites(flags))
+    assert [i.severity for i in issues] == ([Severity.WARNING] if warned else [])
+    if warned:
+        assert f"{name}=1 at startup because of" in issues[0].problem
+
+
+def test_sglang_switches_are_zero_or_one():
+    [issue] = validate_nccl_env({"NCCL_CUMEM_ENABLE": "yes"}, "any")
+    assert issue.severity is Severity.ERROR and "not 0 or 1" in issue.problem
 
 
 def test_min_channels_above_max():

@@ -44,7 +44,7 @@ def run_checks(profile: Profile, options: CheckOptions | None = None) -> list[Is
     issues += check_startup(profile, contract)
     issues += check_logs(profile, contract)
     issues += check_secrets(profile, contract)
-    issues += check_env(profile)
+    issues += check_env(profile, contract)
     issues += check_exec_size(profile, contract)
     if options.compare_baseline:
         issues += check_baseline(profile, options.image, contract.version)
