@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import urllib.request
 from pathlib import Path
@@ -44,7 +45,11 @@ def _rank_profiles(dep: Deployment, ports: tuple[int, int], rendezvous: int, **s
         path.write_text(yaml.safe_dump(base, sort_keys=False), encoding="utf-8")
 
 
-def _inventory(dep: Deployment, rank_env: dict[int, dict[str, str]] | None = None) -> Path:
+def _inventory(
+    dep: Deployment,
+    rank_env: dict[int, dict[str, str]] | None = None,
+    **host_vars: Any,
+) -> Path:
     scratch = dep.write_inventory(dep.workdir / "single.yml", {"localhost": {}})
     single = yaml.safe_load(scratch.read_text(encoding="utf-8"))["specserve"]
     local = single["hosts"]["localhost"]
@@ -62,6 +67,7 @@ def _inventory(dep: Deployment, rank_env: dict[int, dict[str, str]] | None = Non
             "server_secrets_dir": str(state / "secrets"),
             "specserve_log_dir": str(state / "log"),
             "server_env": {**FAST_ENV, **(rank_env or {}).get(rank, {})},
+            **host_vars,
         }
     doc = {"specserve_multinode": {"hosts": hosts, "vars": single["vars"]}}
     path = dep.workdir / "multinode.yml"
@@ -274,5 +280,65 @@ def test_a_first_deploy_failing_on_one_rank_stops_every_rank(tmp_path: Path) -> 
             kept = docker_inspect(f"{dep.prefix}-r{rank}-prev-1")
             assert kept is not None and not kept["State"]["Running"], rank
             assert kept["HostConfig"]["RestartPolicy"]["Name"] == "no"
+    finally:
+        _cleanup(dep.prefix)
+
+
+K3 = ROOT / "profiles" / "kimi-k3-dspark-2x8gpu.yaml"
+STANDIN_MODELS = "/usr/share/specserve/tests/fixtures/models"  # the image's ../tests/fixtures
+
+
+def _k3_rank_profiles(dep: Deployment, ports: tuple[int, int], rendezvous: int) -> None:
+    """The shipped Kimi-K3 + DSpark profile on two stand-in ranks: its drafter block, target
+    config, parsers, extra_args, env and tuning alternatives as shipped; what only GPUs serve
+    replaced (the stand-in's launch command, no GPU, one rank per node: tp = ep = 2 for 16)."""
+    doc = yaml.safe_load(K3.read_text(encoding="utf-8"))
+    models = "../tests/fixtures/models"
+    doc["target"]["path"] = f"{models}/Kimi-K3"
+    for block in (doc["drafter"], *doc["tuning"]["methods"]):
+        block["path"] = f"{models}/Kimi-K3-DSpark"
+    doc["parallelism"] = {"tp": 2, "ep": 2}
+    doc["nodes"] = {"count": 2, "rendezvous_host": None, "rendezvous_port": rendezvous}
+    doc["gpu"] = {"count": 0, "topology": "any"}
+    doc["server"].update(launch_command=["specserve-standin"], host="127.0.0.1")
+    doc["server"].pop("mem_fraction_static")
+    for rank, port in enumerate(ports):
+        doc["server"]["port"] = port
+        path = dep.workdir / "profiles" / f"rank{rank}.yaml"
+        path.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_the_kimi_k3_dspark_profile_deploys_as_a_multinode_group(tmp_path: Path) -> None:
+    """Issue 29 item 4: the shipped two-node Kimi-K3 profile, its DSPARK drafter block as
+    shipped, deployed by the multi-node group play on two stand-in ranks and gated on rank 0."""
+    require_docker()
+    dep = new_deployment(tmp_path, f"ssk{os.getpid()}")
+    ports, rendezvous = (free_port(), free_port()), free_port()
+    fixtures = ROOT / "tests" / "fixtures" / "models"
+    volumes = [f"{fixtures / name}:{STANDIN_MODELS}/{name}:ro"
+               for name in ("Kimi-K3", "Kimi-K3-DSpark")]
+    try:
+        _k3_rank_profiles(dep, ports, rendezvous)
+        run = playbook(_inventory(dep, server_volumes=volumes))
+        assert run.rc == 0, run.output[-5000:]
+        for host in ("rank0", "rank1"):
+            assert run.recap(host)["failed"] == 0
+        _serving(dep, ports)
+        for rank in (0, 1):
+            logs = subprocess.run(["docker", "logs", f"{dep.prefix}-r{rank}"],
+                                  capture_output=True, text=True, check=False)
+            # The launcher prints the argv one flag a line ("  --flag value \\").
+            launched = re.sub(r"\s*\\\n\s*", " ", logs.stdout + logs.stderr)
+            for words in ("--speculative-algorithm DSPARK", "--speculative-dspark-block-size 7",
+                          "--enable-linear-replayssm-spec", "--tool-call-parser kimi_k3",
+                          f"--nnodes 2 --node-rank {rank}"):
+                assert words in launched, (rank, words, launched[-3000:])
+            # The server ran what SGLang resolves for it: one step verifying gamma + 1 tokens.
+            assert "'speculative_num_draft_tokens': 8" in launched, launched[-3000:]
+        # Rank 0's decode lines are DSPARK's, read by the exporter beside it.
+        log = (dep.workdir / "rank0" / "log" / "sglang.log").read_text(encoding="utf-8")
+        assert "Decode batch" in log and "accept len" in log, log[-2000:]
     finally:
         _cleanup(dep.prefix)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import copy
 import importlib.util
-import inspect
 import re
 import shlex
 import tempfile
@@ -30,10 +29,13 @@ from typing import Any
 import yaml
 
 from specserve.profile.loader import load_profile
+from specserve.profile.nodes import Placement
 from specserve.profile.render import render_argv
 
 ROOT = Path(__file__).resolve().parents[2]
 DUMMY_API_KEY = "contract-suite-dummy-key"
+# The rank 0 address a deploy passes when a profile leaves it open (Helm: $(LWS_LEADER_ADDRESS)).
+LEADER = "specserve-0.specserve.inference.svc.cluster.local"
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
@@ -52,10 +54,10 @@ def _render_document(doc: dict[str, Any], version: str, where: str) -> list[str]
 
 def _render_file(path: Path, version: str) -> list[str]:
     profile = load_profile(path)
-    if "sglang_version" in inspect.signature(render_argv).parameters:
-        argv = render_argv(profile, sglang_version=version)
-    else:  # a renderer that does not render per version yet
-        argv = render_argv(profile)
+    # A multi-node profile renders rank 0, at the leader address a deploy passes where the
+    # profile leaves it open (tests/contract/test_multinode_argv.py renders every rank).
+    placement = Placement(0, None if profile.nodes.rendezvous_host else LEADER)
+    argv = render_argv(profile, sglang_version=version, placement=placement)
     launch = list(profile.server.launch_command)
     assert argv[: len(launch)] == launch, f"{path}: argv does not start with the launch command"
     flags = argv[len(launch) :]

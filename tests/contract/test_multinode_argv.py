@@ -1,6 +1,7 @@
 """Every rank of a multi-node profile renders an argv SGLang's real code takes, for both versions.
 
-For each multi-node profile (tests/fixtures/profiles/multinode-*.yaml) and each of its ranks:
+For each multi-node profile (tests/fixtures/profiles/multinode-*.yaml and the shipped ones that
+span nodes) and each of its ranks:
 SGLang's `prepare_server_args` parses the rendered argv to the profile's nnodes, the rank the
 deploy passed and the rendezvous address; the flags are exact, non-deprecated SGLang flags; and
 SGLang's own `check_server_args` (what its launcher runs before starting) accepts it. Then
@@ -25,13 +26,15 @@ from specserve.profile.model import Profile, profile_from_document
 from specserve.profile.nodes import Placement
 from specserve.profile.render import render_argv
 from specserve.upstream import VERIFIED_VERSIONS, sglang_contract
-from tests.contract.rendered_sources import DUMMY_API_KEY, ROOT
-from tests.contract.sglang_venv import parse_argvs, run_snippet
+from tests.contract.rendered_sources import DUMMY_API_KEY, LEADER, ROOT
+from tests.contract.sglang_venv import parse_argvs, run_script, run_snippet
 from tests.contract.test_resolved_argv import cpu_argv
 
-PROFILES = sorted((ROOT / "tests" / "fixtures" / "profiles").glob("multinode-*.yaml"))
-# The address a deploy passes when the profile leaves it open (Helm: $(LWS_LEADER_ADDRESS)).
-LEADER = "specserve-0.specserve.inference.svc.cluster.local"
+# The fixtures and every shipped profile that spans nodes (profiles/kimi-k3-dspark-2x8gpu.yaml).
+PROFILES = sorted((ROOT / "tests" / "fixtures" / "profiles").glob("multinode-*.yaml")) + [
+    p for p in sorted((ROOT / "profiles").glob("*.yaml")) if load_profile(p).nodes.count > 1
+]
+SHIPPED_K3 = ROOT / "profiles" / "kimi-k3-dspark-2x8gpu.yaml"
 FIELDS = ["nnodes", "node_rank", "dist_init_addr", "tp_size"]
 KIMI = ROOT / "tests" / "fixtures" / "profiles" / "multinode-kimi-2x8gpu.yaml"
 
@@ -91,7 +94,7 @@ def _checked(version: str, argvs: tuple[tuple[str, ...], ...]) -> tuple[str, ...
 
 
 def test_there_are_multinode_profiles_with_several_ranks() -> None:
-    assert len(PROFILES) >= 2
+    assert len(PROFILES) >= 3 and SHIPPED_K3 in PROFILES
     assert all(load_profile(p).nodes.count > 1 for p in PROFILES)
     assert len(CASES) >= 2 * 2 * len(VERIFIED_VERSIONS)
 
@@ -174,3 +177,51 @@ def test_check_refuses_exactly_what_sglang_refuses(version: str) -> None:
     assert not disagreements, "\n".join(disagreements)
     # Both kinds of refusal occur, so the agreement is not all "ok".
     assert sum(v != "ok" for v in verdicts) >= 3, verdicts
+
+
+# SGLang's Kimi-K3 cookbook, DSPARK overlay of its H200 two-node low-latency cell: the words every
+# rank of the shipped profile must carry (the draft path is the node's copy of the drafter).
+K3_RECIPE = [
+    ["--speculative-algorithm", "DSPARK"],
+    ["--speculative-dspark-block-size", "7"],
+    ["--enable-linear-replayssm-spec"],
+    ["--tp-size", "16"],
+    ["--ep-size", "16"],
+    ["--moe-runner-backend", "marlin"],
+    ["--decode-attention-backend", "flashmla"],
+    ["--enable-symm-mem"],
+    ["--tool-call-parser", "kimi_k3"],
+    ["--reasoning-parser", "kimi_k3"],
+    ["--trust-remote-code"],
+]
+K3_FIELDS = ["speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk",
+             "speculative_num_draft_tokens", "speculative_dspark_block_size", "tp_size", "ep_size",
+             "nnodes", "node_rank", "enable_linear_replayssm_spec"]
+
+
+@pytest.mark.parametrize("version", VERIFIED_VERSIONS)
+def test_the_kimi_k3_ranks_resolve_to_the_recipe(version: str) -> None:
+    profile = load_profile(SHIPPED_K3)
+    ranks = range(profile.nodes.count)
+    flags = [_flags(profile, version, _placement(profile, r)) for r in ranks]
+    for rank, words in zip(ranks, flags, strict=True):
+        missing = [w for w in K3_RECIPE if not any(
+            words[i : i + len(w)] == w for i in range(len(words)))]  # fmt: skip
+        assert not missing, f"rank {rank} lacks the cookbook's {missing}"
+    request = {"argvs": [cpu_argv(f) for f in flags], "fields": K3_FIELDS}
+    results = run_script(version, "resolve_argv.py", request)
+    for rank, result in zip(ranks, results, strict=True):
+        assert result["ok"], result
+        assert result["resolved"] == {
+            "speculative_algorithm": "DSPARK",
+            # _handle_dspark: one step of top-k 1 verifying gamma + 1 tokens.
+            "speculative_num_steps": 1,
+            "speculative_eagle_topk": 1,
+            "speculative_num_draft_tokens": 8,
+            "speculative_dspark_block_size": 7,
+            "tp_size": 16,
+            "ep_size": 16,
+            "nnodes": 2,
+            "node_rank": rank,
+            "enable_linear_replayssm_spec": True,
+        }, result

@@ -22,6 +22,7 @@ CUDA graph not disabled (and the stand-in agreeing).
 from __future__ import annotations
 
 import copy
+import json
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ import pytest
 import yaml
 
 from specserve.profile.sglang import speculative_running_cap
+from specserve.profile.tree import block_draft_tokens
 from specserve.standin.args import parse_args as standin_parse_args
 from specserve.upstream import VERIFIED_VERSIONS, sglang_contract
 from tests.contract.rendered_sources import (
@@ -44,6 +46,8 @@ from tests.contract.test_rendered_argv import SOURCES, rendered
 
 FIXTURES = ROOT / "tests" / "fixtures" / "models"
 PATH_FLAGS = ("--model-path", "--speculative-draft-model-path")
+BLOCK_ALGORITHMS = ("DFLASH", "DSPARK")
+BLOCK_FLAGS = ("--speculative-dflash-block-size", "--speculative-dspark-block-size")
 TREE_FLAGS = (
     "--speculative-num-steps",
     "--speculative-eagle-topk",
@@ -53,7 +57,8 @@ TREE_FIELDS = ("speculative_num_steps", "speculative_eagle_topk", "speculative_n
 
 
 def cpu_argv(argv: list[str]) -> list[str]:
-    """`argv` as this CPU host can resolve it: `--device cpu`, absent model paths -> fixtures."""
+    """`argv` as this CPU host can resolve it: `--device cpu` (cuda for a block drafter), absent
+    model paths -> fixtures."""
     out = list(argv)
     for flag in PATH_FLAGS:
         if flag not in out:
@@ -70,11 +75,30 @@ def cpu_argv(argv: list[str]) -> list[str]:
                 "add its config.json there (tests/fixtures/models/README.md)"
             )
         out[index] = str(fixture)
+    # A block drafter resolves as `--device cuda`: _handle_dflash / _handle_dspark refuse any
+    # other device before reading anything else, and resolution needs no GPU for it.
+    algorithm = out[out.index("--speculative-algorithm") + 1] if (
+        "--speculative-algorithm" in out) else None  # fmt: skip
+    device = "cuda" if algorithm in BLOCK_ALGORITHMS else "cpu"
     if "--device" in out:
-        out[out.index("--device") + 1] = "cpu"
+        out[out.index("--device") + 1] = device
     else:
-        out += ["--device", "cpu"]
+        out += ["--device", device]
+    if "--mamba-radix-cache-strategy" not in out and _linear_attention_hybrid(out):
+        # SGLang's default state-cache strategy for a hybrid target, extra_buffer, asserts a
+        # GPU platform at resolution (mamba_hook: "extra_buffer requires platform support");
+        # this host resolves the other one, which SGLang takes only without the overlap
+        # scheduler ("no_buffer do not support overlap schedule"); every other word as rendered.
+        out += ["--mamba-radix-cache-strategy", "no_buffer", "--disable-overlap-schedule"]
     return out
+
+
+def _linear_attention_hybrid(argv: list[str]) -> bool:
+    """Whether --model-path's config has linear-attention layers (Kimi-K3, Kimi-Linear)."""
+    if "--model-path" not in argv:
+        return False
+    config = json.loads(Path(argv[argv.index("--model-path") + 1], "config.json").read_text())
+    return "linear_attn_config" in config.get("text_config", config)
 
 
 def _variant_doc(path: Path, drop: str) -> dict[str, Any]:
@@ -184,7 +208,12 @@ def test_sglang_resolves_the_rendered_argv(name: str, version: str) -> None:
     if algorithm:
         tree = tuple(got[f] for f in TREE_FIELDS)
         given = [flag_value(argv, f) for f in TREE_FLAGS]
-        if all(v is not None for v in given):
+        if algorithm.upper() in BLOCK_ALGORITHMS:
+            # One step of top-k 1 whatever the argv says; the count as the product decides it.
+            block = [flag_value(argv, f) for f in BLOCK_FLAGS]
+            dflash, dspark, draft = (None if v is None else int(v) for v in (*block, given[2]))
+            want = (1, 1, block_draft_tokens(algorithm.upper(), dflash, dspark, draft))
+        elif all(v is not None for v in given):
             steps, topk, draft = (int(v) for v in given if v is not None)
             # top-k 1: SGLang sets draft tokens to steps + 1 (a chain); the stand-in does too.
             want = (steps, topk, steps + 1 if topk == 1 else draft)

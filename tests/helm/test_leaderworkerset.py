@@ -31,6 +31,7 @@ from tests.helm import k8s_schemas
 from tests.helm.conftest import CHART, REPO, Rendered, template
 
 MULTI = REPO / "tests" / "fixtures" / "profiles" / "multinode-kimi-2x8gpu.yaml"
+K3 = REPO / "profiles" / "kimi-k3-dspark-2x8gpu.yaml"
 VERSIONS = yaml.safe_load((REPO / "versions.yaml").read_text(encoding="utf-8"))
 GPU = "nvidia.com/gpu"
 LWS_API = "leaderworkerset.x-k8s.io/v1"
@@ -91,6 +92,8 @@ CASES: dict[str, dict[str, Any]] = {
         grafana={"dashboards": {"enabled": False}, "alerts": {"enabled": False}},
     ),
     "standin-2rank": {"profile": _standin_profile()},
+    # The shipped Kimi-K3 + DSpark profile (issue 29 item 4), as shipped.
+    "kimi-k3-dspark-2x8": _values(yaml.safe_load(K3.read_text(encoding="utf-8"))),
 }
 
 
@@ -233,15 +236,16 @@ def _expand(args: list[str], env: dict[str, str]) -> list[str]:
 
 @cache
 def _parsed(version: str, argvs: tuple[tuple[str, ...], ...]) -> tuple[dict[str, Any], ...]:
-    fields = ["nnodes", "node_rank", "dist_init_addr", "tp_size", "port"]
+    fields = ["nnodes", "node_rank", "dist_init_addr", "tp_size", "port", "speculative_algorithm"]
     return tuple(parse_argvs(version, [list(a) for a in argvs], fields=fields))
 
 
 @pytest.mark.parametrize("version", VERIFIED_VERSIONS)
+@pytest.mark.parametrize("case", ["kimi-2x8", "kimi-k3-dspark-2x8"])
 def test_every_pods_args_reach_sglangs_parser_as_its_rank(
-    renders: dict[str, Rendered], version: str
+    renders: dict[str, Rendered], version: str, case: str
 ) -> None:
-    rendered = renders["kimi-2x8"]
+    rendered = renders[case]
     profile_doc = yaml.safe_load(
         rendered.one("ConfigMap", "specserve-profile")["data"]["profile.yaml"]
     )
@@ -270,6 +274,7 @@ def test_every_pods_args_reach_sglangs_parser_as_its_rank(
             "dist_init_addr": f"{leader}:{profile.nodes.rendezvous_port}",
             "tp_size": 16,
             "port": profile.server.port,
+            "speculative_algorithm": profile.speculative.algorithm,
         }
 
 
