@@ -38,6 +38,12 @@ SPECULATIVE_ALGORITHMS: tuple[str, ...] = (
 )
 # The block drafters: one draft step of a whole block, top-k 1; the block size is the count.
 BLOCK_ALGORITHMS: tuple[str, ...] = ("DFLASH", "DSPARK")
+# The drafter classes SGLang runs as FROZEN_KV_MTP (`_resolve_speculative_algorithm_alias` promotes
+# EAGLE / NEXTN with one, refuses EAGLE3), 0.5.21 and 0.5.23: Gemma 4's assistant drafters.
+FROZEN_KV_MTP_DRAFTERS: tuple[str, ...] = (
+    "Gemma4AssistantForCausalLM",
+    "Gemma4UnifiedAssistantForCausalLM",
+)
 # SGLang built-ins the profile refuses, with why (schema.py's message).
 REFUSED_ALGORITHMS: dict[str, str] = {
     "UNO": "UNO drafts with a LoRA on the target itself (--uno-lora-path, TP 1, FA3 attention "

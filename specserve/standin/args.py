@@ -38,6 +38,7 @@ from specserve.adaptive import (
     start_steps,
     unsupported_reason,
 )
+from specserve.profile.facts import FROZEN_KV_MTP_DRAFTERS
 from specserve.profile.tree import NGRAM_DEFAULT_DRAFT_TOKENS
 from specserve.standin import STANDIN_NAME, STANDIN_NOTICE
 from specserve.standin.blocks import (
@@ -51,9 +52,12 @@ from specserve.upstream import Option, SGLangContract, sglang_contract
 
 # Algorithms whose speculative_hook handler is `_handle_eagle_family` (after NEXTN -> EAGLE).
 EAGLE_FAMILY: tuple[str, ...] = ("EAGLE", "EAGLE3", "STANDALONE")
-# Algorithms the stand-in's behaviour model simulates; SGLang's others (UNO, FROZEN_KV_MTP,
-# plugins) parse, but the stand-in refuses to pretend to run them.
-SIMULATED_ALGORITHMS: tuple[str, ...] = (*EAGLE_FAMILY, "NGRAM", *BLOCK_ALGORITHMS)
+# Algorithms the stand-in's behaviour model simulates; SGLang's others (UNO, plugins) parse, but
+# the stand-in refuses to pretend to run them. FROZEN_KV_MTP drafts a tree like the EAGLE family
+# and prints the same decode line (report_decode_stats tells only DSPARK and no speculation apart).
+SIMULATED_ALGORITHMS: tuple[str, ...] = (
+    *EAGLE_FAMILY, "NGRAM", *BLOCK_ALGORITHMS, "FROZEN_KV_MTP"
+)
 # `_handle_eagle_family`: targets whose checkpoint carries its own MTP/NEXTN draft layer, so an
 # unset --speculative-draft-model-path becomes --model-path (SGLang 0.5.21 and 0.5.23).
 BUNDLED_DRAFT_ARCHITECTURES: frozenset[str] = frozenset(
@@ -73,6 +77,13 @@ CAP_WARNING = (
 TOPK1_WARNING = (
     "speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when "
     "speculative_eagle_topk == 1"
+)
+FROZEN_KV_MTP_MIXED_CHUNK_WARNING = (
+    "Mixed chunked prefill is disabled because of using Frozen-KV MTP speculative decoding."
+)
+FROZEN_KV_MTP_EAGLE3_ERROR = (
+    "Gemma4AssistantForCausalLM draft requires --speculative-algorithm NEXTN or EAGLE; EAGLE3 is "
+    "not supported for this draft architecture."
 )
 NGRAM_DRAFT_WARNING = (
     "speculative_num_draft_tokens is set to 12 by default for ngram speculative decoding. "
@@ -418,6 +429,9 @@ def _spec_config(
     topk = ns.speculative_eagle_topk
     draft = ns.speculative_num_draft_tokens
     draft_path = ns.speculative_draft_model_path
+    algorithm = _frozen_kv_mtp_alias(algorithm, draft_path)
+    if algorithm == "FROZEN_KV_MTP":
+        return _frozen_kv_mtp_spec(ns, draft_path, warnings)
     slots = _adaptive(contract, ns, algorithm, warnings)
     if algorithm in BLOCK_ALGORITHMS:  # adaptive is EAGLE-only: _adaptive turned it off
         return _block_spec(contract.version, ns, algorithm, warnings)
@@ -469,6 +483,35 @@ def _spec_config(
     return SpecConfig(algorithm, draft_path, steps, topk, draft)
 
 
+def _frozen_kv_mtp_alias(algorithm: str, draft_path: str | None) -> str:
+    """`_resolve_speculative_algorithm_alias`: EAGLE (and NEXTN, already EAGLE) with a Gemma-4
+    assistant drafter runs as FROZEN_KV_MTP; EAGLE3 with one is refused."""
+    if not any(a in FROZEN_KV_MTP_DRAFTERS for a in architectures(draft_path)):
+        return algorithm
+    if algorithm == "EAGLE3":
+        raise ResolutionError(FROZEN_KV_MTP_EAGLE3_ERROR)
+    return "FROZEN_KV_MTP" if algorithm == "EAGLE" else algorithm
+
+
+def _frozen_kv_mtp_spec(
+    ns: argparse.Namespace, draft_path: str | None, warnings: list[str]
+) -> SpecConfig:
+    """`_handle_frozen_kv_mtp`: the tree as given (no default, no top-k 1 adjustment)."""
+    steps, topk, draft = ns.speculative_num_steps, ns.speculative_eagle_topk, (
+        ns.speculative_num_draft_tokens)  # fmt: skip
+    if draft_path is None or steps is None or topk is None or draft is None:
+        # SGLang resolves it with the tree unset and its worker then has none to draft with.
+        raise ResolutionError(
+            "--speculative-algorithm FROZEN_KV_MTP: SGLang picks no tree for it "
+            "(_handle_frozen_kv_mtp) and needs the drafter; the stand-in simulates it with "
+            "--speculative-draft-model-path, --speculative-num-steps, --speculative-eagle-topk "
+            "and --speculative-num-draft-tokens all given"
+        )
+    if getattr(ns, "enable_mixed_chunk", False):
+        warnings.append(FROZEN_KV_MTP_MIXED_CHUNK_WARNING)
+    return SpecConfig("FROZEN_KV_MTP", draft_path, steps, topk, draft)
+
+
 def _block_spec(
     version: str, ns: argparse.Namespace, algorithm: str, warnings: list[str]
 ) -> SpecConfig:
@@ -517,7 +560,7 @@ def resolve(contract: SGLangContract, ns: argparse.Namespace, argv: list[str]) -
         cap = contract.facts["max_running_requests_cap"]["by_handler"]
         handler = (
             f"_handle_{spec.algorithm.lower()}"
-            if spec.algorithm in ("NGRAM", *BLOCK_ALGORITHMS)
+            if spec.algorithm in ("NGRAM", "FROZEN_KV_MTP", *BLOCK_ALGORITHMS)
             else "_handle_eagle_family"
         )
         max_running = int(cap[handler])

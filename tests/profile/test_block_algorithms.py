@@ -17,8 +17,7 @@ import pytest
 import yaml
 
 from specserve.profile.checks import CheckOptions, run_checks
-from specserve.profile.checks.speculative import FROZEN_KV_MTP_DRAFTERS
-from specserve.profile.facts import BLOCK_ALGORITHMS, SPECULATIVE_ALGORITHMS
+from specserve.profile.facts import BLOCK_ALGORITHMS, FROZEN_KV_MTP_DRAFTERS, SPECULATIVE_ALGORITHMS
 from specserve.profile.issues import Issue
 from specserve.profile.model import profile_from_document
 from specserve.profile.schema import schema_issues

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from specserve.profile.checks.adaptive import adaptive_runs, check_adaptive
 from specserve.profile.checks.context import ModelContext
-from specserve.profile.facts import BLOCK_ALGORITHMS
+from specserve.profile.facts import BLOCK_ALGORITHMS, FROZEN_KV_MTP_DRAFTERS
 from specserve.profile.hfconfig import ModelConfig
 from specserve.profile.issues import Issue, error, warning
 from specserve.profile.model import Drafter, Profile
@@ -186,14 +186,6 @@ def _frozen_kv_mtp_tree_issues(d: Drafter, contract: Contract) -> list[Issue]:
             )
         ]
     return []
-
-
-# `_resolve_speculative_algorithm_alias` (speculative_hook.py, 0.5.21 and 0.5.23): a drafter
-# declaring one of these runs as FROZEN_KV_MTP when the profile says EAGLE or NEXTN.
-FROZEN_KV_MTP_DRAFTERS: tuple[str, ...] = (
-    "Gemma4AssistantForCausalLM",
-    "Gemma4UnifiedAssistantForCausalLM",
-)
 
 
 def _frozen_kv_mtp_issue(algorithm: str, architecture: str, version: str) -> Issue:
