@@ -25,7 +25,8 @@ if TYPE_CHECKING:
 # DFLASH and DSPARK (speculative_hook.py `_handle_dflash` / `_handle_dspark`, both verified
 # versions) are checked like the others (checks/speculative.py), and so is FROZEN_KV_MTP (a
 # Gemma-4 assistant drafter: what SGLang runs EAGLE / NEXTN as with one, `_handle_frozen_kv_mtp`).
-# UNO (a LoRA on the target itself, `--uno-lora-path`, FA3 only, TP 1) is refused by the schema.
+# UNO (a LoRA on the target itself, `--uno-lora-path`, FA3 only, TP 1, `_handle_uno`) too
+# (checks/uno.py).
 SPECULATIVE_ALGORITHMS: tuple[str, ...] = (
     "EAGLE",
     "EAGLE3",
@@ -35,6 +36,7 @@ SPECULATIVE_ALGORITHMS: tuple[str, ...] = (
     "DFLASH",
     "DSPARK",
     "FROZEN_KV_MTP",
+    "UNO",
 )
 # The block drafters: one draft step of a whole block, top-k 1; the block size is the count.
 BLOCK_ALGORITHMS: tuple[str, ...] = ("DFLASH", "DSPARK")
@@ -44,11 +46,9 @@ FROZEN_KV_MTP_DRAFTERS: tuple[str, ...] = (
     "Gemma4AssistantForCausalLM",
     "Gemma4UnifiedAssistantForCausalLM",
 )
-# SGLang built-ins the profile refuses, with why (schema.py's message).
-REFUSED_ALGORITHMS: dict[str, str] = {
-    "UNO": "UNO drafts with a LoRA on the target itself (--uno-lora-path, TP 1, FA3 attention "
-    "only), which no profile field or check covers yet",
-}
+# SGLang built-ins the profile refuses, with why (schema.py's message): none today. A built-in a
+# new SGLang version adds goes here until its checks exist, so it never starts unchecked.
+REFUSED_ALGORITHMS: dict[str, str] = {}
 NO_SPECULATION = "none"
 
 # A server bound to every address is probed on loopback from its own host.

@@ -468,8 +468,8 @@ FIELDS: tuple[Field, ...] = (
         "hidden states for an EAGLE-3 drafter. `DFLASH` / `DSPARK` are SGLang's block drafters "
         "(one step, top-k 1, a block of draft tokens: `dflash_block_size` / "
         "`dspark_block_size`); `NGRAM` takes no `path`; `FROZEN_KV_MTP` takes a Gemma-4 "
-        "assistant drafter and its whole tree (SGLang runs EAGLE / NEXTN as it with one). "
-        "SGLang's `UNO` is refused: no check here covers it yet.",
+        "assistant drafter and its whole tree (SGLang runs EAGLE / NEXTN as it with one); "
+        "`UNO` drafts with a LoRA on the target (`uno_lora_path`, no `path`, one GPU, FA3).",
         REQUIRED,
         owns=(Option("--speculative-algorithm"),),
         emit=Emit.VALUE,
@@ -530,6 +530,17 @@ FIELDS: tuple[Field, ...] = (
         "`check` then asks for it.",
         None,
         owns=(Option("--speculative-dspark-block-size"),),
+        emit=Emit.VALUE,
+    ),
+    # UNO's drafter (arg_groups/fields/spec.py, both verified versions): only _handle_uno and
+    # its worker read it.
+    Field(
+        "drafter.uno_lora_path",
+        _t("string", null=True, minLength=1),
+        "`UNO` only: the UNO draft LoRA checkpoint (a directory or hub id), a LoRA on the target "
+        "model itself; UNO takes no `path`.",
+        None,
+        owns=(Option("--uno-lora-path"),),
         emit=Emit.VALUE,
     ),
     # NGRAM's cache knobs (arg_groups/fields/spec.py, the same in 0.5.21 and 0.5.23); only

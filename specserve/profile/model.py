@@ -43,6 +43,7 @@ class Drafter:
     num_draft_tokens: int | None = default_of("drafter.num_draft_tokens")
     dflash_block_size: int | None = default_of("drafter.dflash_block_size")
     dspark_block_size: int | None = default_of("drafter.dspark_block_size")
+    uno_lora_path: str | None = default_of("drafter.uno_lora_path")
     ngram_min_bfs_breadth: int | None = default_of("drafter.ngram_min_bfs_breadth")
     ngram_max_bfs_breadth: int | None = default_of("drafter.ngram_max_bfs_breadth")
     ngram_match_type: str | None = default_of("drafter.ngram_match_type")

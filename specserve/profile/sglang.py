@@ -41,6 +41,9 @@ _CAP_HANDLER: dict[str, str] = {
     "DFLASH": "_handle_dflash",
     "DSPARK": "_handle_dspark",
     "FROZEN_KV_MTP": "_handle_frozen_kv_mtp",
+    # _handle_uno sets no cap: SGLang sizes the running requests from the KV pool, as without
+    # speculation (the contract data has no entry for it, so the cap below is None).
+    "UNO": "_handle_uno",
 }
 
 
@@ -65,7 +68,8 @@ def resolve_version(explicit: str | None = None, environ: Mapping[str, str] | No
 
 def speculative_running_cap(contract: Contract, algorithm: str | None) -> int | None:
     """max_running_requests SGLang sets when speculation with `algorithm` is on and it is unset
-    (48 for every supported algorithm in 0.5.21 and 0.5.23); None without speculation."""
+    (48 for every supported algorithm but UNO in 0.5.21 and 0.5.23); None without speculation
+    or a cap."""
     if not speculates(algorithm):
         return None
     by_handler: dict[str, int] = contract.facts["max_running_requests_cap"]["by_handler"]

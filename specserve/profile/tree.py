@@ -16,6 +16,7 @@ resolution (arg_groups/speculative_hook.py, every verified version) decides it s
 - the EAGLE family with no tree: `_auto_choose_speculative_params`, by the algorithm (STANDALONE)
   or the target's architecture (config.json `architectures[0]`: `target.architecture` in the
   profile, since the model's files are often not where the profile is read);
+- UNO (`_handle_uno`): the verify width Q (num_draft_tokens) as given; one step at top-k 1;
 - a top-k 1 chain: steps + 1 whatever num_draft_tokens says.
 
 tests/contract/test_effective_tree.py resolves each case with SGLang's real code and holds the
@@ -66,7 +67,7 @@ def architecture_dependent(profile: Profile) -> bool:
     d = profile.speculative
     return (
         d is not None
-        and d.algorithm not in ("NGRAM", "STANDALONE", "FROZEN_KV_MTP", *BLOCK_ALGORITHMS)
+        and d.algorithm not in ("NGRAM", "STANDALONE", "FROZEN_KV_MTP", "UNO", *BLOCK_ALGORITHMS)
         and not adaptive_kept(profile)
         and d.num_steps is None
         and d.eagle_topk is None
@@ -88,6 +89,13 @@ def effective_tree(profile: Profile, contract: Contract) -> EffectiveTree | None
         if draft is not None:
             return EffectiveTree(draft, steps, topk, "the profile")
         return EffectiveTree(NGRAM_DEFAULT_DRAFT_TOKENS, steps, topk, "SGLang's NGRAM default")
+    if d.algorithm == "UNO":
+        # _handle_uno: Q verified; linear mode (top-k 1) one step, a tree steps x top-k.
+        if draft is None or (topk not in (None, 1) and steps is None):
+            return None  # SGLang refuses to start; checks/uno.py says why
+        if topk in (None, 1):
+            return EffectiveTree(draft, 1, 1, "the profile")
+        return EffectiveTree(draft, steps, topk, "the profile")
     if d.algorithm in BLOCK_ALGORITHMS:
         count = block_draft_tokens(d.algorithm, d.dflash_block_size, d.dspark_block_size, draft)
         # One step of top-k 1 whatever the profile says (SGLang overrides both; check refuses).

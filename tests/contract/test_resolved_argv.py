@@ -75,11 +75,12 @@ def cpu_argv(argv: list[str]) -> list[str]:
                 "add its config.json there (tests/fixtures/models/README.md)"
             )
         out[index] = str(fixture)
-    # A block drafter resolves as `--device cuda`: _handle_dflash / _handle_dspark refuse any
-    # other device before reading anything else, and resolution needs no GPU for it.
+    # A block drafter and UNO resolve as `--device cuda`: _handle_dflash / _handle_dspark /
+    # _handle_uno refuse any other device before reading anything else, and resolution needs no
+    # GPU for them.
     algorithm = out[out.index("--speculative-algorithm") + 1] if (
         "--speculative-algorithm" in out) else None  # fmt: skip
-    device = "cuda" if algorithm in BLOCK_ALGORITHMS else "cpu"
+    device = "cuda" if str(algorithm).upper() in (*BLOCK_ALGORITHMS, "UNO") else "cpu"
     if "--device" in out:
         out[out.index("--device") + 1] = device
     else:

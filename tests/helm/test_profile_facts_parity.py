@@ -116,14 +116,24 @@ def _pod_facts(rendered: Rendered) -> ProfileFacts:
     return _library_facts(yaml.safe_load(cm["data"]["profile.yaml"]))
 
 
+def _server_pod(rendered: Rendered) -> dict[str, Any]:
+    """The serving pod's spec: the Deployment's, or for a profile spanning nodes the
+    LeaderWorkerSet's leader (rank 0 serves the API; tests/helm/test_leaderworkerset.py)."""
+    found = [d for d in rendered.objects("Deployment") if d["metadata"]["name"] == "specserve"]
+    if found:
+        return found[0]["spec"]["template"]["spec"]
+    lws = rendered.one("LeaderWorkerSet")
+    return lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]
+
+
 def _container(rendered: Rendered, name: str) -> dict[str, Any] | None:
-    spec = rendered.one("Deployment", "specserve")["spec"]["template"]["spec"]
+    spec = _server_pod(rendered)
     return next((c for c in spec["containers"] if c["name"] == name), None)
 
 
 def _chart_derivations(rendered: Rendered, values: dict[str, Any]) -> dict[str, Any]:
     """What the chart worked out from the profile, read back from the manifests."""
-    pod = rendered.one("Deployment", "specserve")["spec"]["template"]["spec"]
+    pod = _server_pod(rendered)
     sglang = _container(rendered, "sglang")
     assert sglang is not None
     gpu_name = values["server"]["gpuResourceName"]

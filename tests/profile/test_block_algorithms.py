@@ -1,9 +1,9 @@
 """DFLASH and DSPARK against SGLang's model registry (specserve/upstream/data, per verified
 version), both ways: every class of another family given a block algorithm is an error naming
 the algorithm that loads it; a class in no family is an error naming the classes the algorithm
-takes; every class of its own family is accepted. And the schema: UNO is refused saying
-why. (tests/contract/test_block_drafters.py resolves the accepted and refused
-profiles with SGLang's own code.)
+takes; every class of its own family is accepted. And the schema: every SGLang built-in is a
+profile choice (UNO included). (tests/contract/test_block_drafters.py resolves the accepted and
+refused profiles with SGLang's own code.)
 """
 
 from __future__ import annotations
@@ -158,20 +158,27 @@ def test_the_drafters_block_size_against_the_profile_s(tmp_path: Path, version: 
     assert _errors(doc, version, "drafter.num_draft_tokens") == []
 
 
-@pytest.mark.parametrize(
-    ("value", "said"),
-    [
-        ("UNO", "drafts with a LoRA on the target itself"),
-        ("uno", "drafts with a LoRA on the target itself"),
-    ],
-)
-def test_sglang_s_other_builtins_are_refused_saying_why(value: str, said: str) -> None:
+@pytest.mark.parametrize("value", ["UNO", "uno"])
+def test_every_sglang_builtin_is_a_profile_choice(value: str) -> None:
+    # UNO too, since checks/uno.py holds it to _handle_uno (tests/contract/test_uno.py).
     doc = _doc("DFLASH", FIXTURES / SOURCE["DFLASH"])
     doc["drafter"]["algorithm"] = value
-    [err] = [i for i in schema_issues(doc) if i.field == "drafter.algorithm"]
-    assert f"{value!r} is an SGLang algorithm this profile does not take" in err.problem
-    assert said in err.problem
-    # Both are SGLang built-ins in every verified version (spec_info.py), so refusing them is
-    # this product's choice, not SGLang's.
+    assert [i for i in schema_issues(doc) if i.field == "drafter.algorithm"] == []
     for version in VERIFIED_VERSIONS:
-        assert value.upper() in sglang_contract(version).speculative_algorithms
+        builtins = set(sglang_contract(version).speculative_algorithms)
+        assert builtins <= {*SPECULATIVE_ALGORITHMS, "NONE"}, builtins
+
+
+def test_a_builtin_the_profile_does_not_take_is_refused_saying_why(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # What the schema says of a built-in a new SGLang adds before its checks exist.
+    from specserve.profile.facts import REFUSED_ALGORITHMS
+
+    assert REFUSED_ALGORITHMS == {}
+    monkeypatch.setitem(REFUSED_ALGORITHMS, "MEDUSA", "MEDUSA heads have no checks yet")
+    doc = _doc("DFLASH", FIXTURES / SOURCE["DFLASH"])
+    doc["drafter"]["algorithm"] = "medusa"
+    [err] = [i for i in schema_issues(doc) if i.field == "drafter.algorithm"]
+    assert "'medusa' is an SGLang algorithm this profile does not take" in err.problem
+    assert "MEDUSA heads have no checks yet" in err.problem

@@ -549,7 +549,6 @@ def test_lower_case_algorithm_is_accepted_and_rendered_canonical(tmp_path):
     ("value", "problem"),
     [
         ("MEDUSA", "'MEDUSA' is not one of"),
-        ("UNO", "'UNO' is an SGLang algorithm this profile does not take"),
         ("Eagle3", "mixes cases; write it EAGLE3"),
     ],
 )

@@ -72,4 +72,32 @@ def build_context(profile: Profile, options: CheckOptions) -> ModelContext:
     spec = profile.speculative
     if spec is not None and spec.path:
         ctx.drafter_dir, ctx.drafter = _load("drafter.path", spec.path, options, ctx)
+    if spec is not None and spec.algorithm == "UNO" and spec.uno_lora_path:
+        ctx.issues += _lora_issues(spec.uno_lora_path, options)
     return ctx
+
+
+# SGLang loads UNO's adapter with its LoRAManager, which opens this file first
+# (srt/lora/lora_config.py::get_lora_config, 0.5.21 and 0.5.23).
+LORA_CONFIG = "adapter_config.json"
+
+
+def _lora_issues(path: str, options: CheckOptions) -> list[Issue]:
+    directory = locate_model_dir(path, options.weights_root)
+    if directory is None:
+        make = error if options.require_models else warning
+        return [make(
+            "drafter.uno_lora_path",
+            f"UNO LoRA directory {path!r} is not on this machine; its {LORA_CONFIG} was not "
+            "checked",
+            "run check where the adapter is, or pass --weights-root DIR holding a copy",
+        )]  # fmt: skip
+    if not (directory / LORA_CONFIG).is_file():
+        return [error(
+            "drafter.uno_lora_path",
+            f"{directory} has no {LORA_CONFIG}: SGLang's LoRA loader opens it first, so the "
+            "UNO worker would fail at load",
+            "point drafter.uno_lora_path at the adapter's directory (the one holding "
+            f"{LORA_CONFIG} and its weights)",
+        )]  # fmt: skip
+    return []

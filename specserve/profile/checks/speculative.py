@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from specserve.profile.checks.adaptive import adaptive_runs, check_adaptive
 from specserve.profile.checks.context import ModelContext
+from specserve.profile.checks.uno import stray_uno_lora, uno_issues
 from specserve.profile.facts import BLOCK_ALGORITHMS, FROZEN_KV_MTP_DRAFTERS
 from specserve.profile.hfconfig import ModelConfig
 from specserve.profile.issues import Issue, error, warning
@@ -119,7 +120,9 @@ def check_speculative(profile: Profile, contract: Contract) -> list[Issue]:
                 )
             )
         return issues
-    issues += _stray_block_sizes(d) + _stray_ngram_knobs(d)
+    issues += _stray_block_sizes(d) + _stray_ngram_knobs(d) + stray_uno_lora(d)
+    if d.algorithm == "UNO":
+        return issues + check_adaptive(profile, contract) + uno_issues(profile, contract)
     if d.algorithm in BLOCK_ALGORITHMS:
         return issues + _block_issues(profile, contract)
     if d.algorithm in NEEDS_DRAFT_MODEL and not d.path:
