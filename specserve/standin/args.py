@@ -38,6 +38,7 @@ from specserve.adaptive import (
     start_steps,
     unsupported_reason,
 )
+from specserve.profile import uno
 from specserve.profile.facts import FROZEN_KV_MTP_DRAFTERS
 from specserve.profile.tree import NGRAM_DEFAULT_DRAFT_TOKENS
 from specserve.standin import STANDIN_NAME, STANDIN_NOTICE
@@ -52,11 +53,11 @@ from specserve.upstream import Option, SGLangContract, sglang_contract
 
 # Algorithms whose speculative_hook handler is `_handle_eagle_family` (after NEXTN -> EAGLE).
 EAGLE_FAMILY: tuple[str, ...] = ("EAGLE", "EAGLE3", "STANDALONE")
-# Algorithms the stand-in's behaviour model simulates; SGLang's others (UNO, plugins) parse, but
-# the stand-in refuses to pretend to run them. FROZEN_KV_MTP drafts a tree like the EAGLE family
-# and prints the same decode line (report_decode_stats tells only DSPARK and no speculation apart).
+# Algorithms the stand-in's behaviour model simulates; others (plugins) parse, but the stand-in
+# refuses to pretend to run them. FROZEN_KV_MTP and UNO print the EAGLE family's decode line
+# (report_decode_stats tells only DSPARK and no speculation apart).
 SIMULATED_ALGORITHMS: tuple[str, ...] = (
-    *EAGLE_FAMILY, "NGRAM", *BLOCK_ALGORITHMS, "FROZEN_KV_MTP"
+    *EAGLE_FAMILY, "NGRAM", *BLOCK_ALGORITHMS, "FROZEN_KV_MTP", "UNO"
 )
 # `_handle_eagle_family`: targets whose checkpoint carries its own MTP/NEXTN draft layer, so an
 # unset --speculative-draft-model-path becomes --model-path (SGLang 0.5.21 and 0.5.23).
@@ -323,8 +324,10 @@ class SpecConfig:
 
     @property
     def block(self) -> bool:
-        """A block drafter: one draft step proposes the whole block of draft tokens - 1."""
-        return self.algorithm in BLOCK_ALGORITHMS
+        """A block drafter, or UNO's linear mode: one draft step proposes the whole block of
+        draft tokens - 1."""
+        return self.algorithm in BLOCK_ALGORITHMS or (
+            self.algorithm == "UNO" and self.eagle_topk == 1)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -435,6 +438,8 @@ def _spec_config(
     slots = _adaptive(contract, ns, algorithm, warnings)
     if algorithm in BLOCK_ALGORITHMS:  # adaptive is EAGLE-only: _adaptive turned it off
         return _block_spec(contract.version, ns, algorithm, warnings)
+    if algorithm == "UNO":
+        return _uno_spec(ns, warnings)
     if slots is not None:
         # `_init_adaptive_speculative_params`: top-k 1, steps a candidate, draft = steps + 1.
         try:
@@ -512,6 +517,72 @@ def _frozen_kv_mtp_spec(
     return SpecConfig("FROZEN_KV_MTP", draft_path, steps, topk, draft)
 
 
+def _uno_spec(ns: argparse.Namespace, warnings: list[str]) -> SpecConfig:
+    """`_handle_uno` (specserve/profile/uno.py has its rules and words), device aside: the
+    target drafts through a LoRA, verifying Q (--speculative-num-draft-tokens) a pass, in one
+    step at top-k 1 (linear mode) or as a tree; no running-request cap."""
+
+    def given(name: str, default: Any = None) -> Any:
+        return getattr(ns, name, default)
+
+    def refuse(said: str) -> None:
+        raise ResolutionError(said)
+
+    if ns.speculative_draft_model_path is not None:
+        refuse(uno.NO_DRAFT_PATH)
+    if given("uno_lora_path") is None:
+        refuse(uno.NEEDS_LORA)
+    if given("enable_deterministic_inference"):
+        refuse(uno.NO_DETERMINISTIC)
+    if given("enable_strict_thinking"):
+        refuse(uno.NO_STRICT_THINKING)
+    q = ns.speculative_num_draft_tokens
+    if q is None or q < 1:
+        refuse(uno.NEEDS_Q)
+    k = 1 if ns.speculative_eagle_topk is None else ns.speculative_eagle_topk
+    if k < 1:
+        refuse(f"UNO requires --speculative-eagle-topk to be at least 1, got {k}.")
+    steps = ns.speculative_num_steps
+    if k > 1:
+        if steps is None:
+            refuse(uno.TREE_NEEDS_STEPS)
+        if steps < 1:
+            refuse(f"UNO tree mode requires --speculative-num-steps to be positive, got {steps}.")
+        said = uno.tree_refusal(q, k, steps)
+        if said is not None:
+            refuse(said)
+        if given("enable_pdmux"):
+            refuse("UNO tree mode does not yet support PDMux.")
+        if given("enable_two_batch_overlap"):
+            refuse("UNO tree mode does not yet support two-batch overlap.")
+        if (given("speculative_accept_threshold_single", 1.0),
+                given("speculative_accept_threshold_acc", 1.0)) != (1.0, 1.0):  # fmt: skip
+            refuse("UNO tree mode reuses EAGLE target-only sampling and requires both "
+                   "speculative accept thresholds to be 1.0.")  # fmt: skip
+    else:
+        for name in ("speculative_num_steps", "speculative_eagle_topk"):
+            if given(name) not in (None, 1):
+                warnings.append(uno.LINEAR_OVERRIDE.format(field=name, value=given(name)))
+        steps = 1
+    if (ns.tp_size, ns.pp_size) != (1, 1):
+        refuse(uno.ONE_GPU)
+    if ns.enable_dp_attention or given("attn_dp_size", 1) > 1 or given("attn_cp_size", 1) != 1:
+        refuse(uno.NO_DP_ATTENTION)
+    if given("enable_lora") or given("lora_paths"):
+        refuse(uno.NO_MULTI_LORA)
+    if given("speculative_use_rejection_sampling"):
+        refuse(uno.NO_REJECTION_SAMPLING)
+    if given("enable_mixed_chunk"):
+        warnings.append(uno.MIXED_CHUNK_OFF)
+    # Where the argv names no backend SGLang picks the GPU's default; the stand-in has no GPU.
+    prefill = given("prefill_attention_backend") or given("attention_backend")
+    decode = given("decode_attention_backend") or given("attention_backend")
+    if (prefill, decode) != (uno.FA3, uno.FA3):
+        refuse(uno.NEEDS_FA3.format(prefill=prefill, decode=decode))
+    assert q is not None and steps is not None
+    return SpecConfig("UNO", None, steps, k, q)
+
+
 def _block_spec(
     version: str, ns: argparse.Namespace, algorithm: str, warnings: list[str]
 ) -> SpecConfig:
@@ -556,14 +627,15 @@ def resolve(contract: SGLangContract, ns: argparse.Namespace, argv: list[str]) -
     warnings: list[str] = []
     spec = _spec_config(contract, ns, arch, warnings)
     max_running = ns.max_running_requests
-    if spec is not None and max_running is None:
-        cap = contract.facts["max_running_requests_cap"]["by_handler"]
-        handler = (
-            f"_handle_{spec.algorithm.lower()}"
-            if spec.algorithm in ("NGRAM", "FROZEN_KV_MTP", *BLOCK_ALGORITHMS)
-            else "_handle_eagle_family"
-        )
-        max_running = int(cap[handler])
+    by_handler = contract.facts["max_running_requests_cap"]["by_handler"]
+    handler = None if spec is None else (
+        f"_handle_{spec.algorithm.lower()}"
+        if spec.algorithm in ("NGRAM", "FROZEN_KV_MTP", "UNO", *BLOCK_ALGORITHMS)
+        else "_handle_eagle_family"
+    )  # fmt: skip
+    # _handle_uno sets no cap (SGLang sizes the running requests from the KV pool).
+    if spec is not None and max_running is None and handler in by_handler:
+        max_running = int(by_handler[handler])
         # The block handlers warn last (after their steps/top-k/block warnings).
         warnings.insert(len(warnings) if spec.block else 0, CAP_WARNING.format(cap=max_running))
     resolved = dict(sorted(vars(ns).items()))

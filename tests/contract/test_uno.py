@@ -23,6 +23,8 @@ from specserve.profile.issues import Issue
 from specserve.profile.model import profile_from_document
 from specserve.profile.sglang import speculative_running_cap
 from specserve.profile.tree import effective_tree
+from specserve.standin.args import ResolutionError
+from specserve.standin.args import parse_args as standin_parse_args
 from specserve.upstream import VERIFIED_VERSIONS, sglang_contract
 from tests.contract.rendered_sources import ROOT, _render_document
 from tests.contract.sglang_venv import resolve_argvs
@@ -191,13 +193,38 @@ def test_the_cases_hold_what_they_say() -> None:
 
 
 @pytest.mark.parametrize("version", VERIFIED_VERSIONS)
-def test_uno_on_the_stand_in_and_a_stray_lora_are_refused(version: str) -> None:
-    # The stand-in (no GPU) does not simulate UNO, and SGLang runs it on CUDA only.
-    standin = _doc(*FA3, gpus=0)
-    assert [i.field for i in _errors(standin, version)] == ["drafter.algorithm"]
+def test_a_stray_lora_is_refused(version: str) -> None:
     # Another algorithm ignores --uno-lora-path.
     stray = _doc(path=EAGLE3, algorithm="EAGLE3", num_steps=3, eagle_topk=1)
     assert "drafter.uno_lora_path" in [i.field for i in _errors(stray, version)]
+
+
+@pytest.mark.parametrize("version", VERIFIED_VERSIONS)
+@pytest.mark.parametrize("case", [*ACCEPTED, *REFUSED])
+def test_the_standin_resolves_uno_as_sglang(version: str, case: str) -> None:
+    doc = ACCEPTED[case] if case in ACCEPTED else REFUSED[case][0]
+    real = _resolved(version)[case]
+    try:
+        ours = standin_parse_args(cpu_argv(_render_document(doc, version, "uno")), version)
+    except ResolutionError as exc:
+        assert not real["ok"], (real, exc)
+        theirs = real["error"].split(": ", 1)[1]
+        if "UNO requires FA3" in theirs:
+            # Naming no backend, SGLang here resolves this CPU host's default (triton); the
+            # stand-in has no GPU default and says what the argv named.
+            assert str(exc).startswith(theirs.split(";")[0]), (theirs, exc)
+        else:
+            assert str(exc) == theirs, (theirs, exc)
+        return
+    assert real["ok"], (real, ours)
+    resolved = real["resolved"]
+    assert ours.spec is not None and ours.spec.algorithm == "UNO"
+    assert (ours.spec.num_steps, ours.spec.eagle_topk, ours.spec.num_draft_tokens) == (
+        resolved["speculative_num_steps"], resolved["speculative_eagle_topk"],
+        resolved["speculative_num_draft_tokens"])  # fmt: skip
+    assert ours.max_running_requests == resolved["max_running_requests"]
+    theirs = [w for w in real["warnings"] if "UNO" in w]
+    assert [w for w in ours.warnings if "UNO" in w] == theirs
 
 
 def test_the_lora_directory_is_looked_for_where_check_runs(tmp_path: Path) -> None:

@@ -1,27 +1,22 @@
 """UNO: SGLang's drafting with a LoRA on the target itself, held to `_handle_uno`.
 
-`arg_groups/speculative_hook.py::_handle_uno` (the same in 0.5.21 and 0.5.23 but for how it reads
-DP attention) refuses at start, in the words quoted here, what the profile could otherwise
-write: a drafter path, no LoRA, no verify width Q (`num_draft_tokens`), TP or PP above 1, DP
-attention or context parallelism, public multi-LoRA serving, rejection sampling, deterministic
-inference, strict thinking, an attention backend other than FA3 for prefill or decode, and a
-tree (top-k above 1) its sizes cannot build. What it changes with only a log warning (a step count
-other than 1 in linear mode, mixed chunked prefill) is an error here, quoting that warning.
-It applies no running-request cap (unlike every other algorithm). tests/contract/test_uno.py
-resolves every case with SGLang's own code.
+`_handle_uno` (specserve/profile/uno.py has its rules and words) refuses at start what the profile
+could otherwise write: a drafter path, no LoRA, no verify width Q (`num_draft_tokens`), TP or PP
+above 1, DP attention or context parallelism, public multi-LoRA serving, rejection sampling,
+deterministic inference, strict thinking, an attention backend other than FA3 for prefill or
+decode, and a tree (top-k above 1) its sizes cannot build. What it changes with only a log
+warning (a step count other than 1 in linear mode, mixed chunked prefill) is an error here,
+quoting that warning. It applies no running-request cap (unlike every other algorithm).
+tests/contract/test_uno.py resolves every case with SGLang's own code.
 """
 
 from __future__ import annotations
 
+from specserve.profile import uno
 from specserve.profile.argview import ArgvView, profile_view
 from specserve.profile.issues import Issue, error
 from specserve.profile.model import Drafter, Profile
 from specserve.profile.sglang import Contract
-
-# _handle_uno's limits on a tree (top-k > 1).
-MAX_TREE_VERIFY_WIDTH = 128
-MAX_TREE_FRONTIER = 2048
-FA3 = "fa3"
 
 
 def uno_issues(profile: Profile, contract: Contract) -> list[Issue]:
@@ -29,25 +24,16 @@ def uno_issues(profile: Profile, contract: Contract) -> list[Issue]:
     assert d is not None and d.algorithm == "UNO"
     version = contract.version
     issues: list[Issue] = []
-    if profile.gpu.count == 0:
-        issues.append(error(
-            "drafter.algorithm",
-            f"UNO only supports CUDA (SGLang {version}); this profile runs without a GPU (the "
-            "CPU stand-in, which does not simulate UNO)",
-            "deploy UNO on a CUDA node (gpu.count above 0), or pick an algorithm the stand-in "
-            "simulates",
-        ))  # fmt: skip
     if d.path:
         issues.append(error(
             "drafter.path",
-            "UNO reuses the target model and does not accept --speculative-draft-model-path "
-            f"(SGLang {version} refuses to start)",
+            f"{uno.NO_DRAFT_PATH} (SGLang {version} refuses to start)",
             "remove drafter.path: UNO's drafter is drafter.uno_lora_path, a LoRA on the target",
         ))  # fmt: skip
     if not d.uno_lora_path:
         issues.append(error(
             "drafter.uno_lora_path",
-            f"UNO requires --uno-lora-path (SGLang {version} refuses to start without it)",
+            f"{uno.NEEDS_LORA} (SGLang {version} refuses to start without it)",
             "set drafter.uno_lora_path to the UNO draft LoRA checkpoint",
         ))  # fmt: skip
     issues += _tree_issues(d, version)
@@ -61,49 +47,23 @@ def _tree_issues(d: Drafter, version: str) -> list[Issue]:
     """The verify width Q and, with top-k above 1, the tree _handle_uno can build."""
     q, k, steps = d.num_draft_tokens, d.eagle_topk or 1, d.num_steps
     if q is None:
-        return [error(
-            "drafter.num_draft_tokens",
-            "UNO requires --speculative-num-draft-tokens to be a positive integer denoting the "
-            f"linear width or tree verify width Q (SGLang {version} refuses to start)",
-            "set drafter.num_draft_tokens (e.g. 4)",
-        )]  # fmt: skip
+        return [error("drafter.num_draft_tokens", f"{uno.NEEDS_Q} (SGLang {version} refuses to "
+                      "start)", "set drafter.num_draft_tokens (e.g. 4)")]  # fmt: skip
     if k == 1:
         if steps not in (None, 1):
+            said = uno.LINEAR_OVERRIDE.format(field="speculative_num_steps", value=steps)
             return [error(
                 "drafter.num_steps",
                 f"{steps} with UNO at top-k 1: SGLang {version} overrides it, logging only "
-                f"'UNO uses speculative_num_steps=1; overriding {steps}.'",
+                f"'{said}'",
                 "remove drafter.num_steps (UNO's linear mode drafts num_draft_tokens at once)",
             )]  # fmt: skip
         return []
     if steps is None:
-        return [error(
-            "drafter.num_steps",
-            "UNO tree mode requires --speculative-num-steps so its draft width F can be derived "
-            f"as speculative_num_steps + 1 (SGLang {version} refuses to start)",
-            "set drafter.num_steps, or eagle_topk: 1 for UNO's linear mode",
-        )]  # fmt: skip
-    f = steps + 1
-    capacity, level = 1, 1
-    for _ in range(steps):
-        level *= k
-        capacity += level
-        if capacity >= q:
-            break
-    parent = k * max(steps - 1, 0) + 1
-    # In _handle_uno's order: the first that holds is what SGLang says.
-    refusals = [
-        (q < f, f"UNO tree mode requires Q >= F; got Q={q}, F={f}."),
-        (q > MAX_TREE_VERIFY_WIDTH,
-         f"UNO tree mode currently supports at most Q=128 verify nodes, got Q={q}."),
-        (q * k > MAX_TREE_FRONTIER,
-         f"UNO tree mode currently supports Q*K <= 2048; got Q*K={q}*{k}={q * k}."),
-        (q > capacity, "UNO tree mode cannot build the requested Q from F and K: "
-         f"Q={q} exceeds capacity={capacity} for F={f}, K={k}."),
-        (q - 1 > parent, "UNO tree mode cannot represent the requested Q in EAGLE's "
-         f"parent-list ABI: Q-1={q - 1} exceeds K*(F-2)+1={parent} for F={f}, K={k}."),
-    ]  # fmt: skip
-    refusal = next((said for holds, said in refusals if holds), None)
+        return [error("drafter.num_steps", f"{uno.TREE_NEEDS_STEPS} (SGLang {version} refuses "
+                      "to start)", "set drafter.num_steps, or eagle_topk: 1 for UNO's linear "
+                      "mode")]  # fmt: skip
+    refusal = uno.tree_refusal(q, k, steps)
     if refusal is None:
         return []
     return [error(
@@ -124,40 +84,33 @@ def _server_issues(view: ArgvView, version: str) -> list[Issue]:
 
     if view["tp_size"] != 1 or view["pp_size"] != 1:
         dest = "tp_size" if view["tp_size"] != 1 else "pp_size"
-        refuse(dest, "UNO requires TP=PP=1.", "serve UNO on one GPU (parallelism.tp: 1, no "
-               "--pp-size)")  # fmt: skip
+        refuse(dest, uno.ONE_GPU, "serve UNO on one GPU (parallelism.tp: 1, no --pp-size)")
     dp_attention = bool(view["enable_dp_attention"]) or (
         view.known("attn_dp_size") and (view["attn_dp_size"] or 1) > 1)  # fmt: skip
     if dp_attention or view["attn_cp_size"] != 1:
         dest = "attn_cp_size" if view["attn_cp_size"] != 1 else (
             "enable_dp_attention" if view["enable_dp_attention"] else "attn_dp_size")  # fmt: skip
-        refuse(dest, "UNO does not support DP attention or context parallelism.",
-               "turn DP attention and context parallelism off")  # fmt: skip
+        refuse(dest, uno.NO_DP_ATTENTION, "turn DP attention and context parallelism off")
     for dest in ("enable_lora", "lora_paths"):
         if view[dest]:
-            refuse(dest, "UNO does not support public Multi-LoRA serving.",
-                   f"remove {view.flag(dest)}")  # fmt: skip
+            refuse(dest, uno.NO_MULTI_LORA, f"remove {view.flag(dest)}")
     for dest, said in (
-        ("speculative_use_rejection_sampling", "UNO manages its own stochastic verification "
-         "and does not use --speculative-use-rejection-sampling."),
-        ("enable_deterministic_inference", "UNO does not support "
-         "--enable-deterministic-inference because its sampling path does not use per-request "
-         "seeds."),
-        ("enable_strict_thinking", "UNO does not support --enable-strict-thinking because it "
-         "requires grammar decoding."),
-    ):  # fmt: skip
+        ("speculative_use_rejection_sampling", uno.NO_REJECTION_SAMPLING),
+        ("enable_deterministic_inference", uno.NO_DETERMINISTIC),
+        ("enable_strict_thinking", uno.NO_STRICT_THINKING),
+    ):
         if view.known(dest) and view[dest]:
             refuse(dest, said, f"remove {view.flag(dest)}")
     if view["enable_mixed_chunk"]:
         out.append(error(
             view.where("enable_mixed_chunk"),
             f"--enable-mixed-chunk with UNO: SGLang {version} turns it off, logging only "
-            "'Mixed chunked prefill is disabled for UNO speculative decoding.'",
+            f"'{uno.MIXED_CHUNK_OFF}'",
             "remove --enable-mixed-chunk",
         ))  # fmt: skip
     prefill = view["prefill_attention_backend"] or view["attention_backend"]
     decode = view["decode_attention_backend"] or view["attention_backend"]
-    if (prefill, decode) != (FA3, FA3):
+    if (prefill, decode) != (uno.FA3, uno.FA3):
         out.append(error(
             "server.extra_args",
             "UNO requires FA3 for both prefill and decode attention (SGLang "
