@@ -351,6 +351,11 @@ def scenarios() -> list[Scenario]:
         Scenario("cpu-device-prefill", "prefill", 4, Ranks(), device="cpu"),
         Scenario("npu-device", "decode", 4, tp8, device="npu"),
         Scenario("musa-device", "decode", 4, tp8, device="musa"),
+        # Every other algorithm a profile takes (appended: the lines above keep their draws).
+        Scenario("standalone", "decode", 4, tp8, algorithm="STANDALONE"),
+        Scenario("dflash", "decode", 4, tp8, algorithm="DFLASH", draft_tokens=16, steps=None),
+        Scenario("frozen-kv-mtp", "decode", 4, tp8, algorithm="FROZEN_KV_MTP"),
+        Scenario("uno", "decode", 4, Ranks(), algorithm="UNO", draft_tokens=4, steps=1),
     ]
 
 
@@ -743,6 +748,7 @@ class Corpus:
                 entries.append(
                     {
                         "scenario": s.name,
+                        "algorithm": s.algorithm,
                         "kind": s.kind,
                         "ranks": dataclasses.asdict(s.ranks),
                         "given": given,
@@ -812,6 +818,7 @@ def main(argv: list[str] | None = None) -> int:
             record = {
                 "n": number,
                 "scenario": entry["scenario"],
+                "algorithm": entry["algorithm"],
                 "kind": entry["kind"],
                 "ranks": entry["ranks"],
                 "fields": entry["fields"],

@@ -119,6 +119,22 @@ def test_corpus_covers_every_variant(version: str) -> None:
 
 
 @pytest.mark.parametrize("version", VERSIONS)
+def test_the_corpus_holds_decode_lines_of_every_algorithm_a_profile_takes(version: str) -> None:
+    """SGLang's formatter was given each algorithm (NEXTN is SGLang's alias of EAGLE), and each
+    speculative one printed its accept length: the exporter reads every one of them (the parser
+    tests below go over every line)."""
+    from specserve.profile.facts import SPECULATIVE_ALGORITHMS
+
+    _, expected = corpus(version)
+    decode = [row for row in expected if row["kind"] == "decode"]
+    given = {row["algorithm"] for row in decode}
+    assert {a for a in SPECULATIVE_ALGORITHMS if a != "NEXTN"} <= given, given
+    for algorithm in given - {"NONE"}:
+        rows = [row for row in decode if row["algorithm"] == algorithm]
+        assert all("accept len" in dict(row["fields"]) for row in rows), algorithm
+
+
+@pytest.mark.parametrize("version", VERSIONS)
 def test_reference_parser_reads_every_line_exactly(version: str) -> None:
     lines, expected = corpus(version)
     for line, row in zip(lines, expected, strict=True):
