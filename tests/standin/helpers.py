@@ -9,6 +9,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import requests
 
@@ -111,3 +112,50 @@ def make_drafter(root: Path, architecture: str) -> Path:
     path.mkdir(parents=True, exist_ok=True)
     (path / "config.json").write_text(f'{{"architectures": ["{architecture}"]}}')
     return path
+
+
+# -- talking to a running stand-in --------------------------------------------------------------
+
+
+def generate(url: str, n: int = 4, tokens: int = 60) -> None:
+    """`n` generations of exactly `tokens` tokens each (ignore_eos), each answered 200."""
+    for i in range(n):
+        reply = requests.post(
+            url + "/generate", timeout=60,
+            json={"text": f"prompt {i}",
+                  "sampling_params": {"max_new_tokens": tokens, "ignore_eos": True}},
+        )  # fmt: skip
+        assert reply.status_code == 200, reply.text
+        assert len(reply.json()["text"].split()) == tokens
+
+
+def gauge(url: str, name: str) -> float:
+    """The value of the native series `name` the stand-in serves at /metrics."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = requests.get(url + "/metrics", timeout=10).text
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name:
+                return float(sample.value)
+    raise AssertionError(f"{name} not served")
+
+
+def standin_resolution(argv: list[str], version: str) -> dict[str, Any]:
+    """The stand-in's resolution of `argv` for SGLang `version`, in the terms the resolution
+    parity tests compare with SGLang's: ok / error, algorithm, draft path, tree, cap, warnings."""
+    from specserve.standin.args import ResolutionError, parse_args
+
+    try:
+        args = parse_args(argv, version)
+    except ResolutionError as exc:
+        return {"ok": False, "error": str(exc)}
+    assert args.spec is not None
+    return {
+        "ok": True,
+        "algorithm": args.spec.algorithm,
+        "draft": args.spec.draft_model_path,
+        "tree": (args.spec.num_steps, args.spec.eagle_topk, args.spec.num_draft_tokens),
+        "max_running_requests": args.max_running_requests,
+        "warnings": args.warnings,
+    }

@@ -21,8 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import requests
-from prometheus_client.parser import text_string_to_metric_families
 
 from specserve.standin.args import ResolutionError, parse_args
 from specserve.standin.behaviour import (
@@ -37,6 +35,7 @@ from specserve.standin.logfmt import DecodeStats, block_window, decode_line, spe
 from specserve.upstream import VERIFIED_VERSIONS
 from specserve_exporter.parser import StatsLine, parse_line
 from tests.contract.sglang_venv import resolve_argvs, run_python, run_snippet
+from tests.standin.helpers import gauge, generate, standin_resolution
 from tests.standin.test_log_corpus import corpus_shapes, shape
 
 HERE = Path(__file__).resolve().parent
@@ -112,26 +111,10 @@ def _sglang(version: str) -> dict[str, dict[str, Any]]:
     return dict(zip(CASES, resolve_argvs(version, list(CASES.values())), strict=True))
 
 
-def _standin(argv: list[str], version: str) -> dict[str, Any]:
-    try:
-        args = parse_args(argv, version)
-    except ResolutionError as exc:
-        return {"ok": False, "error": str(exc)}
-    assert args.spec is not None
-    return {
-        "ok": True,
-        "algorithm": args.spec.algorithm,
-        "draft": args.spec.draft_model_path,
-        "tree": (args.spec.num_steps, args.spec.eagle_topk, args.spec.num_draft_tokens),
-        "max_running_requests": args.max_running_requests,
-        "warnings": args.warnings,
-    }
-
-
 @pytest.mark.parametrize("version", VERIFIED_VERSIONS)
 @pytest.mark.parametrize("case", list(CASES))
 def test_the_standin_resolves_a_block_drafter_as_sglang(version: str, case: str) -> None:
-    real, ours = _sglang(version)[case], _standin(CASES[case], version)
+    real, ours = _sglang(version)[case], standin_resolution(CASES[case], version)
     assert ours["ok"] == real["ok"], (real, ours)
     if not real["ok"]:
         assert real["stage"] == "resolve", real
@@ -158,9 +141,9 @@ def test_the_cases_hold_what_they_say() -> None:
     """The resolved counts, by hand: DFLASH's block is the count, DSPARK's gamma + 1; the
     drafter's config gives 16 and 8; a drafter without a config leaves SGLang's defaults."""
     counts = {
-        name: _standin(argv, "0.5.23")["tree"]
+        name: standin_resolution(argv, "0.5.23")["tree"]
         for name, argv in CASES.items()
-        if _standin(argv, "0.5.23")["ok"]
+        if standin_resolution(argv, "0.5.23")["ok"]
     }
     assert counts["dflash, block from the drafter's config"] == (1, 1, 16)
     assert counts["dflash, block 10"] == (1, 1, 10)
@@ -170,11 +153,11 @@ def test_the_cases_hold_what_they_say() -> None:
     assert counts["dspark, gamma from the drafter's config"] == (1, 1, 8)
     assert counts["dspark, gamma 4"] == (1, 1, 5)
     assert counts["dspark, drafter config without a gamma"] == (1, 1, 8)  # DEFAULT_DSPARK_GAMMA
-    refused = {name for name, argv in CASES.items() if not _standin(argv, "0.5.23")["ok"]}
+    refused = {name for name, argv in CASES.items() if not standin_resolution(argv, "0.5.23")["ok"]}
     assert "dflash, block and draft tokens differ" in refused
     assert "dspark, draft tokens 5 (not the drafter's gamma + 1)" in refused
     assert "dflash, dp attention, dp lm head" not in refused  # 0.5.23 takes it; 0.5.21 not
-    assert not _standin(CASES["dflash, dp attention, dp lm head"], "0.5.21")["ok"]
+    assert not standin_resolution(CASES["dflash, dp attention, dp lm head"], "0.5.21")["ok"]
 
 
 READ_MODE = """
@@ -332,33 +315,13 @@ def _parsed(line: str) -> StatsLine:
     return parsed
 
 
-def _generate(server: Any, n: int = 4, tokens: int = 60) -> None:
-    for i in range(n):
-        reply = requests.post(
-            server.url + "/generate", timeout=60,
-            json={"text": f"prompt {i}",
-                  "sampling_params": {"max_new_tokens": tokens, "ignore_eos": True}},
-        )  # fmt: skip
-        assert reply.status_code == 200, reply.text
-        assert len(reply.json()["text"].split()) == tokens
-
-
-def _gauge(server: Any, name: str) -> float:
-    text = requests.get(server.url + "/metrics", timeout=10).text
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name == name:
-                return float(sample.value)
-    raise AssertionError(f"{name} not served")
-
-
 def test_a_dflash_standin_serves_and_logs_dflash_lines(start_standin: Any) -> None:
     server = start_standin(
         "--model-path", TARGET, "--speculative-algorithm", "DFLASH",
         "--speculative-draft-model-path", DFLASH, "--decode-log-interval", "5",
         "--enable-metrics",
     )  # fmt: skip
-    _generate(server)
+    generate(server.url)
     lines = _decode_lines(server)
     assert lines
     parsed = [_parsed(line) for line in lines]
@@ -367,9 +330,9 @@ def test_a_dflash_standin_serves_and_logs_dflash_lines(start_standin: Any) -> No
     expected = accept_length(SpecShape(1, 1, 16, block=True), 0.6)
     mean = sum(p.values["accept_length"] for p in parsed) / len(parsed)
     assert abs(mean - expected) < 0.15, (mean, expected)
-    assert _gauge(server, "sglang:spec_num_draft_tokens") == 16
-    assert _gauge(server, "sglang:spec_num_steps") == 1
-    assert _gauge(server, "sglang:spec_cap_length") == 0
+    assert gauge(server.url, "sglang:spec_num_draft_tokens") == 16
+    assert gauge(server.url, "sglang:spec_num_steps") == 1
+    assert gauge(server.url, "sglang:spec_cap_length") == 0
 
 
 def _dspark_server(start_standin: Any, env: dict[str, str]) -> Any:
@@ -389,7 +352,7 @@ def test_a_dspark_standin_in_cap_accept_mode(start_standin: Any, tmp_path: Path)
         "SGLANG_DSPARK_BLOCK_ACCEPT_ONLINE_INTERVAL": "64",
         "SPECSERVE_STANDIN_BEHAVIOUR_FILE": str(behaviour),
     })  # fmt: skip
-    _generate(server)
+    generate(server.url)
     lines = _decode_lines(server)
     assert lines
     trimmed = False
@@ -404,15 +367,15 @@ def test_a_dspark_standin_in_cap_accept_mode(start_standin: Any, tmp_path: Path)
     assert len(server.decode_matches()) == len(lines)  # the helpers' regex reads them too
     assert trimmed, "the cap of 3 never trimmed a run: the test would not see a broken cap"
     last = _parsed(lines[-1]).values
-    assert _gauge(server, "sglang:spec_cap_length") == 3.0
-    assert _gauge(server, "sglang:spec_block_accept_length") == pytest.approx(
+    assert gauge(server.url, "sglang:spec_cap_length") == 3.0
+    assert gauge(server.url, "sglang:spec_block_accept_length") == pytest.approx(
         last["block_accept_length"], abs=0.005
     )
 
 
 def test_a_dspark_standin_in_static_mode_prints_no_cap(start_standin: Any) -> None:
     server = _dspark_server(start_standin, {"SPECSERVE_STANDIN_VERIFY_CAP": "3"})
-    _generate(server)
+    generate(server.url)
     lines = _decode_lines(server)
     assert lines
     for line in lines:
@@ -428,7 +391,7 @@ def test_a_dspark_standin_in_compact_mode_prints_cap_but_no_block(start_standin:
         "SGLANG_RAGGED_VERIFY_MODE": "compact", "SPECSERVE_STANDIN_VERIFY_CAP": "2",
         "SGLANG_DSPARK_BLOCK_ACCEPT_ESTIMATE_PATH": "/nonexistent/estimate.jsonl",
     })  # fmt: skip
-    _generate(server)
+    generate(server.url)
     lines = _decode_lines(server)
     assert lines
     brackets = []

@@ -16,14 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import requests
-from prometheus_client.parser import text_string_to_metric_families
 
 from specserve.standin.args import ResolutionError, parse_args
 from specserve.standin.behaviour import SpecShape, accept_length
 from specserve.upstream import VERIFIED_VERSIONS
 from specserve_exporter.parser import StatsLine, parse_line
 from tests.contract.sglang_venv import resolve_argvs
+from tests.standin.helpers import gauge, generate, standin_resolution
 
 ROOT = Path(__file__).resolve().parents[2]
 MODELS = ROOT / "tests" / "fixtures" / "models"
@@ -65,28 +64,13 @@ def _sglang(version: str) -> dict[str, dict[str, Any]]:
     return dict(zip(CASES, resolve_argvs(version, list(CASES.values())), strict=True))
 
 
-def _standin(argv: list[str], version: str) -> dict[str, Any]:
-    try:
-        args = parse_args(argv, version)
-    except ResolutionError as exc:
-        return {"ok": False, "error": " ".join(str(exc).split())}
-    assert args.spec is not None
-    return {
-        "ok": True,
-        "algorithm": args.spec.algorithm,
-        "tree": (args.spec.num_steps, args.spec.eagle_topk, args.spec.num_draft_tokens),
-        "max_running_requests": args.max_running_requests,
-        "warnings": args.warnings,
-    }
-
-
 @pytest.mark.parametrize("version", VERIFIED_VERSIONS)
 @pytest.mark.parametrize("case", list(CASES))
 def test_the_standin_resolves_frozen_kv_mtp_as_sglang(version: str, case: str) -> None:
-    real, ours = _sglang(version)[case], _standin(CASES[case], version)
+    real, ours = _sglang(version)[case], standin_resolution(CASES[case], version)
     assert ours["ok"] == real["ok"], (real, ours)
     if not real["ok"]:
-        assert real["error"].split(": ", 1)[1] == ours["error"], (real, ours)
+        assert real["error"].split(": ", 1)[1] == " ".join(ours["error"].split()), (real, ours)
         return
     resolved = real["resolved"]
     assert ours["algorithm"] == resolved["speculative_algorithm"]
@@ -118,28 +102,13 @@ def test_an_unset_tree_is_refused_saying_what_to_give() -> None:
         parse_args(_run("FROZEN_KV_MTP"), VERIFIED_VERSIONS[-1])
 
 
-def _gauge(server: Any, name: str) -> float:
-    text = requests.get(server.url + "/metrics", timeout=10).text
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name == name:
-                return float(sample.value)
-    raise AssertionError(f"{name} not served")
-
-
 def test_a_frozen_kv_mtp_standin_serves_and_logs_its_lines(start_standin: Any) -> None:
     server = start_standin(
         "--model-path", TARGET, "--speculative-algorithm", "FROZEN_KV_MTP",
         "--speculative-draft-model-path", GEMMA4, *_tree(3, 1, 4),
         "--decode-log-interval", "5", "--enable-metrics",
     )  # fmt: skip
-    for i in range(4):
-        reply = requests.post(
-            server.url + "/generate", timeout=60,
-            json={"text": f"prompt {i}",
-                  "sampling_params": {"max_new_tokens": 60, "ignore_eos": True}},
-        )  # fmt: skip
-        assert reply.status_code == 200, reply.text
+    generate(server.url)
     lines = [line for line in server.lines() if "Decode batch" in line]
     assert lines
     parsed = [parse_line(line.encode()) for line in lines]
@@ -149,5 +118,5 @@ def test_a_frozen_kv_mtp_standin_serves_and_logs_its_lines(start_standin: Any) -
     mean = sum(p.values["accept_length"] for p in parsed if isinstance(p, StatsLine)) / len(
         parsed)  # fmt: skip
     assert abs(mean - expected) < 0.15, (mean, expected)
-    assert _gauge(server, "sglang:spec_num_draft_tokens") == 4
-    assert _gauge(server, "sglang:spec_num_steps") == 3
+    assert gauge(server.url, "sglang:spec_num_draft_tokens") == 4
+    assert gauge(server.url, "sglang:spec_num_steps") == 3
