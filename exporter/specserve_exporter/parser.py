@@ -1,7 +1,8 @@
 """Parse one SGLang scheduler stats line (Decode or Prefill batch) into typed fields.
 
-This is the reference parser: it reads every variant in docs/log-formats.md field by field, so
-it knows each field it meets (the field table, fields.py) and counts the ones it does not.
+This is the reference parser: it reads every variant SGLang prints (the corpus its own formatter
+wrote, tests/fixtures/sglang-logs/) field by field, so it knows each field it meets (the field
+table, fields.py) and counts the ones it does not.
 `ingest` parses whole chunks faster but must agree with this module on every line (a property
 test holds them together).
 """

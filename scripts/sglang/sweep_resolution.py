@@ -1,6 +1,6 @@
 """Resolve many argvs with SGLang's real resolution, each in a fork of one warmed-up process.
 
-Runs INSIDE an SGLang venv (tests/contract/test_resolution_sweep.py sends the argvs). What the
+Runs INSIDE an SGLang venv (tests/contract/resolution_sweep.py sends the argvs). What the
 contract suite learns from it, per argv: whether SGLang's `prepare_server_args` +
 `ServerArgs.resolve_once()` refuse it and with which words, and, when they do not, whether the
 decode phase of the resolved `cuda_graph_config` is `disabled` (or the legacy
