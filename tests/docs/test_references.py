@@ -78,5 +78,6 @@ def test_the_check_sees_paths_and_would_see_a_broken_one() -> None:
     assert "docs/algorithms.md" in named and "README.md" in named["docs/algorithms.md"]
     assert len(named) > 200
     # ...and a path that is not there does not resolve.
-    assert not _resolves("docs/no-such-page.md", "README.md", tracked)
+    # (Spelled in two parts: as one word this file would name it.)
+    assert not _resolves("docs/" + "no-such-page.md", "README.md", tracked)
     assert all(p not in tracked for p in ELSEWHERE), "an ELSEWHERE entry exists: drop it"
