@@ -7,7 +7,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from specserve.bench.settings import API_KEY_ENV, BUILTIN_PROMPTS, METRICS
+from specserve.apikey import API_KEY_ENV
+from specserve.bench.settings import BUILTIN_PROMPTS, METRICS
 
 
 def _commands() -> Any:

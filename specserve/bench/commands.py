@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 import yaml
 
+from specserve.apikey import API_KEY_ENV, ApiKeyError, read_api_key
 from specserve.bench.baseline import BaselineError, baseline_block
 from specserve.bench.exporter import ExporterError, ExporterScraper
 from specserve.bench.promptset import PromptError, load_prompts, select_kinds
@@ -26,7 +27,6 @@ from specserve.bench.results import (
 )
 from specserve.bench.runner import Progress, RunSettings, run_all, warm_up
 from specserve.bench.server import ServerError, probe, redact_result
-from specserve.bench.settings import API_KEY_ENV
 from specserve.profile.loader import ProfileError, load_profile
 
 EXIT_OK, EXIT_LEVEL_FAILED, EXIT_USAGE = 0, 1, 2
@@ -57,15 +57,10 @@ def parse_concurrency(text: str) -> tuple[int, ...]:
 
 
 def api_key(args: argparse.Namespace) -> str | None:
-    if args.api_key_file is not None:
-        try:
-            key = Path(args.api_key_file).read_text(encoding="utf-8").strip()
-        except OSError as exc:
-            raise UsageError(f"--api-key-file {args.api_key_file}: {exc.strerror}") from None
-        if not key:
-            raise UsageError(f"--api-key-file {args.api_key_file} is empty")
-        return key
-    return os.environ.get(API_KEY_ENV) or None
+    try:
+        return read_api_key(args.api_key_file)
+    except ApiKeyError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _out_dir(args: argparse.Namespace) -> Path:
@@ -234,7 +229,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     except (ResultError, UsageError) as exc:
         return _fail(str(exc))
     # A result written before by-value redaction may still carry the key in launch_command.
-    key = os.environ.get(API_KEY_ENV)
+    key = os.environ.get(API_KEY_ENV, "").strip() or None
     result = redact_result(result, (key,))
     if baseline is not None:
         baseline = redact_result(baseline, (key,))

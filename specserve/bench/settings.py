@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-API_KEY_ENV = "SPECSERVE_API_KEY"
 BUILTIN_PROMPTS = "builtin"
 # Where a baseline bucket's number comes from (baseline.py).
 METRICS = ("auto", "exporter", "client")

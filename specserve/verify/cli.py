@@ -8,18 +8,16 @@ variable, and never printed: every line goes through a redactor holding it.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
 import requests
 
+from specserve.apikey import API_KEY_ENV, ApiKeyError, read_api_key
 from specserve.profile.loader import ProfileError, load_profile
 from specserve.secrets import Redactor
 from specserve.verify import exporters, gate
 from specserve.verify.server import APIS
-
-API_KEY_ENV = "SPECSERVE_API_KEY"
 
 
 class UsageError(Exception):
@@ -84,21 +82,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _api_key(args: argparse.Namespace) -> str | None:
-    if args.api_key_env:
-        value = os.environ.get(args.api_key_env, "").strip()
-        if not value:
-            raise UsageError(f"--api-key-env {args.api_key_env}: the variable is unset or empty")
-        return value
-    if args.api_key_file is not None:
-        try:
-            text = (sys.stdin.read() if str(args.api_key_file) == "-"
-                    else args.api_key_file.read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise UsageError(f"--api-key-file {args.api_key_file}: {exc.strerror}") from None
-        if not text.strip():
-            raise UsageError(f"--api-key-file {args.api_key_file} is empty")
-        return text.strip()
-    return os.environ.get(API_KEY_ENV, "").strip() or None
+    try:
+        return read_api_key(args.api_key_file, args.api_key_env)
+    except ApiKeyError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _knobs(pairs: list[str]) -> dict[str, str]:
