@@ -9,8 +9,9 @@ which copies it to stdout (/dev/null) and to a log file in a temp dir:
 
 - `coreutils tee FILE`, the named peer;
 - the product's tee, redacting: the launcher's own objects and loop (`Tee` with three secrets,
-  100 MiB x 5 rotation, the profile's defaults, fed by `specserve.supervise._pump`, the select +
-  read loop that `specserve-launch` runs on SGLang's output pipe), in a fresh Python process;
+  100 MiB x 5 rotation, the profile's defaults, fed by `specserve.launch.supervise._pump`, the
+  select + read loop that `specserve-launch` runs on SGLang's output pipe), in a fresh Python
+  process;
 - the same without secrets (plain), for what redaction itself costs.
 
 Readers alternate round by round; the figures are medians. Throughput is lines / wall time from
@@ -67,10 +68,10 @@ ARGS = (
 CHILD = r"""
 import json, os, sys
 from pathlib import Path
-from specserve.profile.logtee import Tee
-from specserve.supervise import _pump
+from specserve.launch.logtee import Tee
+from specserve.launch.supervise import _pump
 log, secrets = sys.argv[1], tuple(json.loads(sys.argv[2]))
-assert Tee.__module__ == "specserve.profile.logtee" and sys.path[0] == ""
+assert Tee.__module__ == "specserve.launch.logtee" and sys.path[0] == ""
 sink = os.fdopen(os.dup(1), "wb")
 tee = Tee(sink, Path(log), 100 * 1024 * 1024, 5, secrets)
 _pump(0, tee, -1)

@@ -30,7 +30,7 @@ _SPECS: dict[Kind, tuple[tuple[Feed, HistogramSpec], ...]] = {
     kind: tuple((feed, HistogramSpec.of(feed)) for feed in every_line(kind)) for kind in Kind
 }
 # The line specserve-launch's tee writes into the log file when the file comes back after it
-# could not be written (specserve/profile/logtee.py GAP_MARKER): lines the exporter never saw.
+# could not be written (specserve/launch/logtee.py GAP_MARKER): lines the exporter never saw.
 LOG_GAP_MARKER = b"specserve-launch: log file unavailable from "
 _LOG_GAP = re.compile(
     rb"^" + re.escape(LOG_GAP_MARKER) + rb"\S+ to \S+, (\d+) bytes not written", re.MULTILINE

@@ -680,7 +680,7 @@ def resolve(contract: SGLangContract, ns: argparse.Namespace, argv: list[str]) -
 def prepare_server_args(argv: Sequence[str], version: str | None = None) -> argparse.Namespace:
     """Parse only, as SGLang's `sglang.srt.server_args.prepare_server_args` does before any
     resolution: argparse's usage error and exit 2 for an argv SGLang `version` refuses. What
-    `specserve-launch --dry-run` runs (specserve/profile/server_parser.py)."""
+    `specserve-launch --dry-run` runs (specserve/launch/server_parser.py)."""
     from specserve.standin.knobs import sglang_version
 
     return build_parser(sglang_contract(version or sglang_version())).parse_args(list(argv))

@@ -45,7 +45,7 @@ def dry_run(profile: dict, tmp_path: Path, version: str) -> subprocess.Completed
     env["SPECSERVE_SGLANG_VERSION"] = version
     env["SPECSERVE_STANDIN_SGLANG_VERSION"] = version
     return subprocess.run(
-        [sys.executable, "-m", "specserve.launcher", "--dry-run", str(path)],
+        [sys.executable, "-m", "specserve.launch.launcher", "--dry-run", str(path)],
         capture_output=True, text=True, timeout=300, env=env, check=False,
     )  # fmt: skip
 

@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from specserve.profile import logtee
+from specserve.launch import logtee
 from specserve_exporter.collector import LogCollector
 from specserve_exporter.ingest import LOG_GAP_MARKER, Ingestor
 from specserve_exporter.state import LogState, SpeculationConfig

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from specserve.launcher import _parser as launcher_parser
+from specserve.launch.launcher import _parser as launcher_parser
 from specserve.profile.checks import CheckOptions, run_checks
 from specserve.profile.issues import errors
 from specserve.profile.model import profile_from_document

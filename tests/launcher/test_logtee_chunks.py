@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from specserve import secrets
-from specserve.profile import logtee
-from specserve.profile.logtee import CHUNK, Tee, copy_stream
+from specserve.launch import logtee
+from specserve.launch.logtee import CHUNK, Tee, copy_stream
 from specserve.secrets import MARKER, Redactor, secret_forms
 
 KEY = "sk-chunk-0123456789abcdef"

@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from specserve.profile import logtee
-from specserve.profile.logtee import GAP_MARKER, Tee
+from specserve.launch import logtee
+from specserve.launch.logtee import GAP_MARKER, Tee
 from tests.exporter.conftest import clean_env, exporter_binary
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -60,7 +60,7 @@ def marker_lines(data: bytes) -> list[bytes]:
 CHILD = textwrap.dedent("""
     import os, resource, signal, sys
     from pathlib import Path
-    from specserve.profile import logtee
+    from specserve.launch import logtee
 
     log, limit = Path(sys.argv[1]), int(sys.argv[2])
     logtee.RETRY_MIN_S = 0.0

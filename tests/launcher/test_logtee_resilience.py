@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from specserve.profile import logtee
-from specserve.profile.logtee import GAP_MARKER, REOPEN_MARKER, Tee
+from specserve.launch import logtee
+from specserve.launch.logtee import GAP_MARKER, REOPEN_MARKER, Tee
 
 KEY = "sk-resilience-0123456789"
 GAP = re.compile(

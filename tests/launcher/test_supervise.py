@@ -47,7 +47,7 @@ ENV = {**os.environ, "FAKE_KEY": KEY, "PYTHONUNBUFFERED": "1"}
 def _launch(tmp: Path, code: str, python: str = sys.executable, log: Path | None = None,
             key: bool = False) -> subprocess.Popen[bytes]:  # fmt: skip
     profile = _profile(tmp, code, python, log, key)
-    return subprocess.Popen([sys.executable, "-m", "specserve.launcher", str(profile)],
+    return subprocess.Popen([sys.executable, "-m", "specserve.launch.launcher", str(profile)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV)  # fmt: skip
 
 
@@ -214,7 +214,7 @@ def test_as_pid_1_it_reaps_the_orphans_it_inherits(tmp_path: Path) -> None:
     profile = _profile(tmp_path, code, key=True)
     proc = subprocess.run(
         ["unshare", "--pid", "--fork", "--mount-proc",
-         sys.executable, "-m", "specserve.launcher", str(profile)],
+         sys.executable, "-m", "specserve.launch.launcher", str(profile)],
         capture_output=True, timeout=60, env=ENV,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr.decode()

@@ -17,8 +17,8 @@ from typing import Any
 import yaml
 from helpers import FIXTURES, PROFILES, run_cli
 
+from specserve.launch.server_parser import run_parser
 from specserve.profile.execlimits import USUAL, limits_for, oversizes, this_process
-from specserve.profile.server_parser import run_parser
 
 SPECSERVE = str(Path(sys.executable).with_name("specserve"))
 TRUE = "/bin/true"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from specserve.profile.logtee import copy_stream
+from specserve.launch.logtee import copy_stream
 
 FAKE_SERVER = textwrap.dedent(
     """
@@ -59,7 +59,7 @@ def _profile(tmp: Path, **server_extra: object) -> Path:
 
 def _launch(profile: Path, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "specserve.launcher", str(profile)],
+        [sys.executable, "-m", "specserve.launch.launcher", str(profile)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -171,7 +171,7 @@ def test_missing_secret_is_refused(tmp_path):
 
 def test_default_profile_path_from_env(tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-m", "specserve.launcher", "--dry-run"],
+        [sys.executable, "-m", "specserve.launch.launcher", "--dry-run"],
         capture_output=True,
         text=True,
         timeout=30,
@@ -180,7 +180,7 @@ def test_default_profile_path_from_env(tmp_path):
     assert proc.returncode == 0
     assert "fake_server.py" in proc.stderr
     missing = subprocess.run(
-        [sys.executable, "-m", "specserve.launcher"],
+        [sys.executable, "-m", "specserve.launch.launcher"],
         capture_output=True,
         text=True,
         timeout=30,
@@ -191,7 +191,7 @@ def test_default_profile_path_from_env(tmp_path):
 
 def test_dry_run_of_an_unknown_launch_command_says_its_parser_runs_at_start(tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-m", "specserve.launcher", "--dry-run", str(_profile(tmp_path))],
+        [sys.executable, "-m", "specserve.launch.launcher", "--dry-run", str(_profile(tmp_path))],
         capture_output=True, text=True, timeout=30, check=False,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
@@ -203,8 +203,8 @@ def test_dry_run_of_an_unknown_launch_command_says_its_parser_runs_at_start(tmp_
 def test_dry_run_reports_the_parsers_error_without_the_secrets_it_echoes(tmp_path, monkeypatch):
     # A parser that echoes its argv, as argparse does for unrecognised arguments: the secret
     # values in argv and the token in the environment never reach the output.
-    from specserve.launcher import main as launch_main
-    from specserve.profile import server_parser
+    from specserve.launch import server_parser
+    from specserve.launch.launcher import main as launch_main
 
     (tmp_path / "echo_parser.py").write_text(
         "import sys\n"

@@ -166,7 +166,7 @@ def test_launcher_takes_the_rank_and_rendezvous_from_the_deploy(tmp_path: Path) 
 
     def launch(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "specserve.launcher", "--dry-run", *args, str(path)],
+            [sys.executable, "-m", "specserve.launch.launcher", "--dry-run", *args, str(path)],
             capture_output=True, text=True, timeout=60, check=False, env=dict(os.environ),
         )  # fmt: skip
 

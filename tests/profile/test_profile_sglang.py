@@ -16,7 +16,7 @@ import pytest
 import yaml
 from helpers import FIXTURES, KIMI, SHIPPED, check_json, kimi_doc, run_cli, write_doc
 
-from specserve.launcher import main as launch_main
+from specserve.launch.launcher import main as launch_main
 from specserve.profile import load_profile
 from specserve.profile.fields import FIELDS
 from specserve.profile.flags import GRAPH_FLAGS, OWNED_DESTS, OWNED_FLAGS

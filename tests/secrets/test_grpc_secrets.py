@@ -103,7 +103,7 @@ def test_launcher_refuses_grpc_from_its_environment_before_exec(
     path = tmp_path / "profile.yaml"
     path.write_text(yaml.safe_dump(doc))
     flags = ["--dry-run"] if dry_run else []
-    done = subprocess.run([sys.executable, "-m", "specserve.launcher", *flags, str(path)],
+    done = subprocess.run([sys.executable, "-m", "specserve.launch.launcher", *flags, str(path)],
                           capture_output=True, text=True, timeout=60, check=False,
                           env={**os.environ, "SGLANG_GRPC_PORT": "30010"})  # fmt: skip
     assert done.returncode == 1 and not marker.exists(), done.stderr

@@ -50,7 +50,7 @@ def _profile(
 
 def _launch(profile: Path, tmp: Path, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "specserve.launcher", str(profile)],
+        [sys.executable, "-m", "specserve.launch.launcher", str(profile)],
         capture_output=True, text=True, timeout=60, check=False,
         env={**os.environ, "FAKE_ARGV_FILE": str(tmp / "argv"), **env},
     )  # fmt: skip

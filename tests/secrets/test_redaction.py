@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from specserve.profile.logtee import copy_stream
+from specserve.launch.logtee import copy_stream
 from specserve.secrets import (
     MARKER,
     Redactor,

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from specserve.bench.server import redact
-from specserve.profile.logtee import copy_stream
+from specserve.launch.logtee import copy_stream
 from specserve.secrets import MARKER, secret_forms
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -127,7 +127,7 @@ def watermark_upstream(request: pytest.FixtureRequest) -> tuple[str, dict[str, s
 def test_the_tee_removes_the_watermark_keys_from_what_sglang_prints(
     watermark_upstream: tuple[str, dict[str, str]], tmp_path: Path
 ) -> None:
-    from specserve.launcher import injected_secrets
+    from specserve.launch.launcher import injected_secrets
 
     version, doc = watermark_upstream
     text = "\n".join(doc.values()) + "\n"

@@ -139,7 +139,7 @@ def _launch(tmp: Path, extra: list[str], log: bool) -> subprocess.CompletedProce
     path = tmp / "profile.yaml"
     path.write_text(yaml.safe_dump(doc))
     env = {**os.environ, "FAKE_ARGV_FILE": str(tmp / "argv"), "SPECSERVE_SGLANG_VERSION": VERSION}
-    command = [sys.executable, "-m", "specserve.launcher", str(path)]
+    command = [sys.executable, "-m", "specserve.launch.launcher", str(path)]
     return subprocess.run(command, capture_output=True, text=True, timeout=60, check=False, env=env)
 
 

@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from types import FrameType
 
-from specserve.profile.logtee import CHUNK, Tee
+from specserve.launch.logtee import CHUNK, Tee
 
 FORWARDED = (
     signal.SIGTERM,

@@ -37,7 +37,7 @@ def _stop_before_start(signum: int, _frame: FrameType | None) -> None:
 def main() -> int:
     for sig in STOP_SIGNALS:
         signal.signal(sig, _stop_before_start)
-    from specserve.launcher import main as launch
+    from specserve.launch.launcher import main as launch
 
     return launch()
 

@@ -1,7 +1,7 @@
 """`specserve-launch [PROFILE]`: the SGLang image's entrypoint.
 
 Validates the profile, prints the rendered command (API key redacted), then runs the server as
-its child and supervises it (specserve/supervise.py): signals are forwarded to it, zombies
+its child and supervises it (supervise.py beside it): signals are forwarded to it, zombies
 reaped, its exit status becomes the launcher's. It does not exec in place because SGLang ends by
 SIGKILLing all its descendants, and the tee that copies its output must outlive that to record
 SGLang's last traceback. With `logging.file` set, the launcher copies the output to stdout and a
@@ -19,12 +19,14 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from specserve.launch.logtee import Tee
+from specserve.launch.server_parser import known_commands, parse_only_argv, run_parser
+from specserve.launch.supervise import run as supervise
 from specserve.profile.checks import CheckOptions, run_checks
 from specserve.profile.checks.secrets import GRPC_FIX, grpc_exposure
 from specserve.profile.execlimits import oversizes, this_process
 from specserve.profile.issues import errors
 from specserve.profile.loader import ProfileError, load_profile
-from specserve.profile.logtee import Tee
 from specserve.profile.nodes import Placement, PlacementError, placement_options
 from specserve.profile.render import (
     API_KEY_FLAG,
@@ -35,7 +37,6 @@ from specserve.profile.render import (
     render,
 )
 from specserve.profile.report import format_text
-from specserve.profile.server_parser import known_commands, parse_only_argv, run_parser
 from specserve.profile.sglang import VERSION_ENV, SglangVersionError, resolve_version
 from specserve.secrets import (
     MIN_LENGTH,
@@ -48,7 +49,6 @@ from specserve.secrets import (
     secrets_in_argv,
     watermark_keys,
 )
-from specserve.supervise import run as supervise
 
 DEFAULT_PROFILE = "/etc/specserve/profile.yaml"
 PROFILE_ENV = "SPECSERVE_PROFILE"

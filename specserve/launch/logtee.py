@@ -1,6 +1,6 @@
 """Copy the server's output to stdout and to a size-rotated log file for the exporter.
 
-The launcher (specserve/supervise.py) reads the server's output pipe and hands every chunk to a
+The launcher (supervise.py beside it) reads the server's output pipe and hands every chunk to a
 Tee. The tee is also where secrets are removed: SGLang logs its resolved arguments, API key
 included (`server_args={... 'api_key': '...' ...}`), so every byte it copies to stdout or to the
 file first passes through a StreamRedactor built from the secrets the launcher injected.
