@@ -17,8 +17,10 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from specserve import docblocks
 from specserve.chart import ChartError, chart_files
 from specserve.monitoring.generate import artefacts as monitoring_files
+from specserve.monitoring.reference import BLOCKS as MONITORING_BLOCKS
 from specserve.profile.fields import generated_files as profile_generated_files
 
 Produce = Callable[[], str]
@@ -50,10 +52,19 @@ SOURCES: tuple[Source, ...] = (
 )
 
 
+# The reference tables generated into hand-written docs (specserve/docblocks.py), last: they
+# read the chart's generated values schema.
+DOC_BLOCKS: tuple[docblocks.Block, ...] = (*MONITORING_BLOCKS,)
+
+
+def doc_tables(root: Path) -> Source:
+    return lambda read: docblocks.files(DOC_BLOCKS, root, read)
+
+
 def registry(root: Path) -> Registry:
     """Every generated file under `root`, each with the function producing its text."""
     entries: Registry = {}
-    for source in SOURCES:
+    for source in (*SOURCES, doc_tables(root)):
         # A source reads what earlier sources generate from their generators, anything else
         # (its own files' hand-written parts included) from the tree.
         for relative, produce in source(_reader(root, dict(entries))).items():
@@ -107,7 +118,7 @@ def run(root: Path, check: bool) -> int:
         return 2
     try:
         return _check(root) if check else _write(root)
-    except ChartError as err:
+    except (ChartError, docblocks.BlockError) as err:
         print(f"specserve generate: {err}", file=sys.stderr)
         return 2
 

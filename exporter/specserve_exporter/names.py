@@ -91,10 +91,12 @@ LOG_UNKNOWN_FIELDS = _metric(
 LOG_FILE_GAPS = _metric(
     "log_file_gaps", _C, (),
     "Times specserve-launch could not write the log file (full disk, read-only, directory "
-    "gone) and said so in it once it could: output the exporter never saw.")
+    "gone) and said so in it once it could (`specserve-launch: log file unavailable from T1 to "
+    "T2, N bytes not written (...)`): output the exporter never saw.")
 LOG_FILE_GAP_BYTES = _metric(
     "log_file_gap_bytes", _C, (),
-    "Bytes of server output specserve-launch could not write to the log file.")
+    "Bytes of server output specserve-launch could not write to the log file (the N of each "
+    "gap marker).")
 
 # --- decode ------------------------------------------------------------------------------------
 DECODE_ACCEPT_LENGTH = _metric(
@@ -116,7 +118,8 @@ DECODE_QUEUED_REQUESTS = _metric(
     "decode_queued_requests", _G, _R, "Queued requests (#queue-req).")
 DECODE_TOKEN_USAGE = _metric(
     "decode_token_usage_ratio", _G, (*_R, POOL),
-    "KV cache usage of the last window, by pool (kv for standard models).")
+    "KV cache usage of the last decode window, one series per pool the line prints (kv for "
+    "standard models; docs/metrics.md tells which model kind prints which).")
 DECODE_GRAPH_ENABLED = _metric(
     "decode_graph_enabled", _G, (*_R, GRAPH),
     "1 when the last decode window ran with graphs (CUDA graphs on NVIDIA).")
@@ -127,7 +130,8 @@ DECODE_PRINTED_ACCEPT_RATE = _metric(
 DECODE_DRAFT_ACCEPTANCE = _metric(
     "decode_draft_acceptance_ratio", _G, _R,
     "Computed by the exporter for every SGLang version: (accept_len - 1) / (draft_tokens - 1) "
-    "with the configured draft-token count.")
+    "with the configured draft-token count (under adaptive speculation the server's current "
+    "one); absent without one. With top-k > 1 the maximum is steps / (draft_tokens - 1).")
 # The block drafters' own fields (DFLASH, DSPARK): SGLang prints each only when it is above 0.
 DECODE_LAST_BLOCK_ACCEPT_LENGTH = _metric(
     "decode_last_block_accept_length", _G, _R,

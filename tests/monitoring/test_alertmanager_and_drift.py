@@ -1,4 +1,4 @@
-"""The Alertmanager example under the real amtool; alerts' runbooks and docs entries.
+"""The Alertmanager example under the real amtool; every alert has a runbook.
 
 Drift of every generated file is tests/test_generated.py."""
 
@@ -35,8 +35,8 @@ def test_routes_by_severity(amtool: str, labels: list[str], receiver: str) -> No
     assert result.stdout.strip() == receiver
 
 
-def test_every_alert_has_a_runbook_and_a_docs_entry() -> None:
-    alerts_doc = (REPO / "docs" / "alerts.md").read_text()
+def test_every_alert_has_a_runbook() -> None:
+    # docs/alerts.md's table is generated from the same catalogue (tests/test_generated.py).
     for alert in ALERTS:
         runbook = REPO / "docs" / "runbooks" / f"{alert.runbook_slug}.md"
         assert runbook.is_file(), runbook
@@ -44,10 +44,6 @@ def test_every_alert_has_a_runbook_and_a_docs_entry() -> None:
         for heading in ("## What it means", "## What to check", "## What to do"):
             assert heading in text, f"{runbook.name}: missing {heading!r}"
         assert alert.name in text
-        assert f"`{alert.name}`" in alerts_doc
-        # The table's Window and For columns say what the rules do.
-        window = alert.window or "none"
-        assert f"| `{alert.name}` | {alert.severity} | {window} | {alert.for_} |" in alerts_doc
-        assert f"runbooks/{alert.runbook_slug}.md" in alerts_doc
+        assert alert.meaning.strip(), f"{alert.name} has no meaning for docs/alerts.md"
         for threshold in alert.thresholds:
-            assert f"`{threshold.name}`" in alerts_doc, (alert.name, threshold.name)
+            assert threshold.help.strip(), (alert.name, threshold.name)

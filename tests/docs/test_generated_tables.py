@@ -1,0 +1,91 @@
+"""The docs' reference tables follow their sources: change a source once, regenerate, and the
+table changes with it. (That the committed tables equal what their sources give today is the one
+drift test, tests/test_generated.py.)"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+from pathlib import Path
+
+import pytest
+
+from specserve import docblocks
+from specserve.generate import registry, run, stale
+from specserve.monitoring import rules
+from specserve_exporter import names
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _produce(path: str, root: Path = REPO) -> str:
+    return registry(root)[path]()
+
+
+def test_a_new_metric_and_a_changed_help_text_change_the_metrics_table(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    before = _produce("docs/metrics.md")
+    added = names.Metric("specserve_probe_widgets", names.MetricType.COUNTER, (names.SOURCE,),
+                         "Widgets probed.")  # fmt: skip
+    helped = dataclasses.replace(names.SOURCE_UP, help="Changed help text.")
+    monkeypatch.setattr(names, "ALL", (*names.ALL[:-3], helped, *names.ALL[-2:], added))
+    after = _produce("docs/metrics.md")
+    sources = "`source` = file, docker, kubernetes, stdin"
+    assert f"| `specserve_probe_widgets_total` | counter | {sources} | Widgets probed. |" in after
+    assert f"| `specserve_source_up` | gauge | {sources} | Changed help text. |" in after
+    # Only the table moved: the prose around it is the file's own.
+    assert after.split("<!-- BEGIN GENERATED metrics")[0] == before.split(
+        "<!-- BEGIN GENERATED metrics")[0]
+    assert after.split("<!-- END GENERATED metrics -->")[1] == before.split(
+        "<!-- END GENERATED metrics -->")[1]
+    assert "docs/metrics.md" in stale(REPO)
+
+
+def test_a_changed_alert_changes_the_alerts_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    first = rules.ALERTS[0]
+    threshold = dataclasses.replace(first.thresholds[0], default=0.5)
+    changed = dataclasses.replace(first, meaning="A changed meaning.", for_="42m",
+                                  compare_to=threshold)  # fmt: skip
+    monkeypatch.setattr(rules, "ALERTS", (changed, *rules.ALERTS[1:]))
+    after = _produce("docs/alerts.md")
+    assert f"| `{first.name}` | {first.severity} | {first.window} | 42m | A changed meaning. | " \
+        f"`{threshold.name}` (0.5): " in after  # fmt: skip
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    """A copy of what the generators read and write, for edits of file sources."""
+    for folder in ("charts", "profiles", "monitoring", "docs", "ansible"):
+        shutil.copytree(REPO / folder, tmp_path / folder, ignore=shutil.ignore_patterns(
+            "__pycache__", ".pytest_cache"))  # fmt: skip
+    for file in ("versions.yaml", "specserve/profile/schema.json"):
+        (tmp_path / file).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(REPO / file, tmp_path / file)
+    return tmp_path
+
+
+def test_a_lost_table_marker_is_a_one_line_error(
+    tree: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = tree / "docs" / "metrics.md"
+    doc.write_text(doc.read_text().replace("<!-- END GENERATED metrics -->\n", ""))
+    assert run(tree, check=True) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert "docs/metrics.md lost its '<!-- BEGIN GENERATED metrics'" in err
+
+
+def test_a_hand_edit_inside_a_table_is_stale_and_regenerated(tree: Path) -> None:
+    doc = tree / "docs" / "alerts.md"
+    doc.write_text(doc.read_text().replace("| critical |", "| page |", 1))
+    assert "docs/alerts.md" in stale(tree)
+    assert run(tree, check=False) == 0
+    assert doc.read_text() == (REPO / "docs" / "alerts.md").read_text()
+
+
+def test_cells_escape_pipes_and_join_lines() -> None:
+    assert docblocks.table(("a", "b"), [("x | y", "one\n  two")]) == (
+        "| a | b |\n| --- | --- |\n| x \\| y | one two |\n"
+    )
+    assert docblocks.code("`[[x]]`") == "`` `[[x]]` ``"
