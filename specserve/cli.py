@@ -28,6 +28,7 @@ COMMANDS: dict[str, str] = {
     "nccl-bench": "specserve.nccl.cli",
     "bench": "specserve.bench.cli",
     "verify": "specserve.verify.cli",
+    "tune": "specserve.tune.cli",
     "generate": "specserve.generate",
 }
 SUBCOMMAND_MODULES: tuple[str, ...] = tuple(dict.fromkeys(COMMANDS.values()))

@@ -6,7 +6,7 @@ and the API key placeholder becomes a dummy value):
 - `chart:<file>`: the effective profile of every chart CI values file, built the way the chart's
   `specserve.profileYaml` helper (charts/specserve/templates/_helpers.tpl) builds it;
 - `tune:<profile>:<point>`: every point of the default tuning grid (ansible/roles/tune/defaults)
-  that the product would run (the tune filter plugin's own expansion and validity), on every
+  that the product would run (`specserve tune plan`'s own expansion and validity), on every
   shipped profile with a drafter;
 - `baseline:<profile>`: the baseline playbook's no-drafter variant (specserve_profile_edit('off'));
 - `docs:<file>:<line>`: every `python3 -m sglang.launch_server` command in README.md / docs/.
@@ -15,15 +15,12 @@ and the API key placeholder becomes a dummy value):
 from __future__ import annotations
 
 import copy
-import importlib.util
 import re
 import shlex
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import yaml
@@ -31,6 +28,8 @@ import yaml
 from specserve.profile.loader import load_profile
 from specserve.profile.nodes import Placement
 from specserve.profile.render import render_argv
+from specserve.tune.edit import profile_edit
+from specserve.tune.plan import tune_points
 
 ROOT = Path(__file__).resolve().parents[2]
 DUMMY_API_KEY = "contract-suite-dummy-key"
@@ -102,16 +101,6 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> None:
             base[key] = value
 
 
-@cache
-def _tune_plugin() -> ModuleType:
-    path = ROOT / "ansible" / "plugins" / "filter" / "specserve_tune.py"
-    spec = importlib.util.spec_from_file_location("specserve_tune_filter", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def default_grid() -> dict[str, Any]:
     defaults = ROOT / "ansible" / "roles" / "tune" / "defaults" / "main.yml"
     grid: dict[str, Any] = yaml.safe_load(defaults.read_text(encoding="utf-8"))["tune_grid"]
@@ -119,15 +108,14 @@ def default_grid() -> dict[str, Any]:
 
 
 def _tune_sources() -> list[Source]:
-    plugin = _tune_plugin()
     sources = []
     for path in filter(_has_drafter, _profiles()):
-        for point in plugin.tune_points(default_grid(), str(path)):
+        for point in tune_points(default_grid(), str(path)):
             if not point["valid"]:
                 continue  # the tune role reports it as invalid and never renders it
 
             def argv(version: str, path: Path = path, point: dict[str, Any] = point) -> list[str]:
-                text = plugin.profile_edit(path.read_text(encoding="utf-8"), speculative=point)
+                text = profile_edit(path.read_text(encoding="utf-8"), speculative=point)
                 return _render_document(yaml.safe_load(text), version, path.name)
 
             sources.append(Source(f"tune:{path.name}:{point['id']}", argv))
@@ -135,12 +123,11 @@ def _tune_sources() -> list[Source]:
 
 
 def _baseline_sources() -> list[Source]:
-    plugin = _tune_plugin()
     sources = []
     for path in filter(_has_drafter, _profiles()):
 
         def argv(version: str, path: Path = path) -> list[str]:
-            text = plugin.profile_edit(path.read_text(encoding="utf-8"), "off")
+            text = profile_edit(path.read_text(encoding="utf-8"), "off")
             return _render_document(yaml.safe_load(text), version, path.name)
 
         sources.append(Source(f"baseline:{path.name}", argv))

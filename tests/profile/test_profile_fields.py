@@ -43,7 +43,7 @@ MODEL_NAME = {"baseline.gen_throughput_tok_s": (model.Profile, "baseline_gen_thr
 NOT_IN_MODEL = {"version", "baseline.source"}
 # What a baseline was measured with: read from the document by specserve/profile/likeness.py.
 NOT_IN_MODEL |= {f"baseline.{key}" for key in BASELINE_SETTINGS}
-# Read by playbooks/tune.yml from the document (ansible/plugins/filter/specserve_tune.py).
+# Read by playbooks/tune.yml from the document (specserve/tune/plan.py).
 NOT_IN_MODEL |= {"tuning.methods"}
 SECTION_CLASSES: dict[str, type] = {
     "target": model.Target,

@@ -3,30 +3,17 @@ same running-request cap as the speculative server it is compared with."""
 
 from __future__ import annotations
 
-import importlib.util
-from types import ModuleType
-
 import yaml
-from helpers import KIMI, REPO
+from helpers import KIMI
 
 from specserve.profile.variants import speculative_max_running_requests
+from specserve.tune.edit import profile_edit
 
-
-def _tune() -> ModuleType:
-    path = REPO / "ansible" / "plugins" / "filter" / "specserve_tune.py"
-    spec = importlib.util.spec_from_file_location("specserve_tune_filter", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-TUNE = _tune()
 TEXT = KIMI.read_text(encoding="utf-8")
 
 
 def _baseline(text: str) -> dict:
-    doc = yaml.safe_load(TUNE.profile_edit(text, "off"))
+    doc = yaml.safe_load(profile_edit(text, "off"))
     assert "drafter" not in doc
     return doc
 
