@@ -9,6 +9,7 @@ source changed without regenerating, as a stale file.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -85,3 +86,17 @@ def files(blocks: Sequence[Block], root: Path, read: ReadSource) -> Mapping[str,
         return text
 
     return {path: (lambda path=path: produce(path)) for path in by_path}
+
+
+def value(data: object) -> str:
+    """A default as a cell: YAML's spelling of a scalar, a collection as compact JSON (valid
+    YAML flow), both as inline code."""
+    if data is None:
+        return code("null")
+    if isinstance(data, bool):
+        return code(str(data).lower())
+    if isinstance(data, str):
+        return code(data) if data else code('""')
+    if isinstance(data, int | float):
+        return code(f"{data:g}" if isinstance(data, float) else str(data))
+    return code(json.dumps(data, separators=(", ", ": ")))

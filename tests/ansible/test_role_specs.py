@@ -233,12 +233,6 @@ def test_the_reference_check_sees_a_foreign_read(tmp_path: Path) -> None:
     assert registered(tmp_path) == {"demo_result"}
 
 
-def test_shared_settings_are_documented() -> None:
-    doc = (ROOT / "docs" / "ansible.md").read_text(encoding="utf-8")
-    missing = [n for n in _load(ROLES_DIR / COMMON / "defaults/main.yml") if f"`{n}`" not in doc]
-    assert not missing, f"docs/ansible.md does not document {missing}"
-
-
 def _inventory_settings() -> Iterator[tuple[str, str]]:
     for path in sorted((ROOT / "playbooks" / "inventory").rglob("*.yml")):
         doc = _load(path) or {}

@@ -89,3 +89,22 @@ def test_cells_escape_pipes_and_join_lines() -> None:
         "| a | b |\n| --- | --- |\n| x \\| y | one two |\n"
     )
     assert docblocks.code("`[[x]]`") == "`` `[[x]]` ``"
+
+
+def test_an_argument_spec_change_changes_the_ansible_tables(tree: Path) -> None:
+    specs = tree / "ansible" / "roles" / "weights" / "meta" / "argument_specs.yml"
+    specs.write_text(specs.read_text().replace(
+        "default: /var/log/specserve\n", "default: /srv/weights-logs\n"))  # fmt: skip
+    role = tree / "ansible" / "roles" / "probe" / "meta"
+    role.mkdir(parents=True)
+    (role / "argument_specs.yml").write_text(
+        "argument_specs:\n  main:\n    short_description: A probe role\n    options:\n"
+        "      probe_depth:\n        type: int\n        default: 3\n"
+        "        description: How deep | it probes.\n"
+    )
+    assert "docs/ansible.md" in stale(tree)
+    assert run(tree, check=False) == 0
+    doc = (tree / "docs" / "ansible.md").read_text()
+    assert "| `weights_log_dir` | `/srv/weights-logs` |" in doc
+    assert "#### `probe`\n\nA probe role.\n\n| variable | default | meaning |" in doc
+    assert "| `probe_depth` | `3` | How deep \\| it probes. |" in doc
