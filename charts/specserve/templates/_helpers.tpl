@@ -107,6 +107,10 @@ server.host (the profile library's default, and what profiles use on a shared ho
 {{- toJson .Values.model.download.repos | sha256sum | trunc 8 }}
 {{- end }}
 
+{{- define "specserve.downloadJobName" -}}
+{{- printf "%s-download-%s" (include "specserve.fullname" .) (include "specserve.downloadId" .) }}
+{{- end }}
+
 {{- define "specserve.downloadMarker" -}}
 {{- printf "%s/.specserve-download-%s.done" (trimSuffix "/" .Values.model.mountPath) (include "specserve.downloadId" .) }}
 {{- end }}
@@ -306,9 +310,9 @@ tolerations:
 
 {{/*
 ==== Multi-node: one server over several nodes (profile nodes.count > 1) ====
-Used by templates/leaderworkerset.yaml only (and the single-node guards above and in
-deployment.yaml). What the ranks do is SGLang's (specserve/profile/nodes.py): rank 0, the
-LeaderWorkerSet's leader, serves the API; a rank > 0 serves only a dummy health server.
+Used by templates/leaderworkerset.yaml (and the single-node guards above, deployment.yaml and
+the server pod's anti-affinity below). What the ranks do is SGLang's (specserve/profile/nodes.py):
+rank 0, the LeaderWorkerSet's leader, serves the API; a rank > 0 serves only a dummy health server.
 */}}
 {{- define "specserve.nodeCount" -}}
 {{- int (dig "nodes" "count" 1 (include "specserve.profileYaml" . | fromYaml)) }}
@@ -348,22 +352,54 @@ LeaderWorkerSet's leader, serves the API; a rank > 0 serves only a dummy health 
 {{- end }}
 
 {{/*
-A LeaderWorkerSet pod's spec; call with (dict "ctx" $ "leader" true|false). Every rank runs the
-same image and profile; the launcher gets its rank and rank 0's address from the variables the
-LWS controller sets in every container (LWS_WORKER_INDEX, LWS_LEADER_ADDRESS; kubernetes-sigs/lws
-api/leaderworkerset/v1/leaderworkerset_types.go), expanded by the kubelet in args. Only the
-leader has HTTP probes and the exporter: a worker's health server is a dummy that answers 200
-from the moment its schedulers are up, while the leader's /health_generate runs a generation
-through every rank, so a hung worker fails the leader's probes and (restartPolicy
-RecreateGroupOnPodRestart) the whole group is recreated.
+A server pod's template (metadata and spec): the Deployment's pod (templates/deployment.yaml) and
+the LeaderWorkerSet's leader and worker pods (templates/leaderworkerset.yaml) are all this one,
+so a pod setting reaches every shape. Call with a dict of what differs between the shapes:
+  ctx        the root context
+  component  the pod's app.kubernetes.io/component label ("server" is the one the Services, the
+             monitors and the router select)
+  peers      the component labels of every server pod of the release, kept on separate nodes by
+             server.podAntiAffinity
+  rankArgs   the launcher is told its rank and rank 0's address: --node-rank $(LWS_WORKER_INDEX)
+             --rendezvous-host $(LWS_LEADER_ADDRESS), variables the LWS controller sets in every
+             container (kubernetes-sigs/lws api/leaderworkerset/v1/leaderworkerset_types.go),
+             expanded by the kubelet
+  serves     the pod serves the API: HTTP probes and the preStop drain. An LWS worker (rank > 0)
+             does not: its health server is a dummy that answers 200 from the moment its
+             schedulers are up, while the leader's /health_generate runs a generation through
+             every rank, so a hung worker fails the leader's probes and (restartPolicy
+             RecreateGroupOnPodRestart) the whole group is recreated; no Service routes to it,
+             so there is nothing to drain
+  exporter   the exporter sidecar (with exporter.enabled): only on the pod whose SGLang logs the
+             decode lines, rank 0
 */}}
-{{- define "specserve.lws.podSpec" -}}
+{{- define "specserve.serverPodTemplate" -}}
+{{- $ := .ctx -}}
+metadata:
+  labels:
+    {{- include "specserve.labels" $ | nindent 4 }}
+    app.kubernetes.io/component: {{ .component }}
+    {{- with $.Values.server.podLabels }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+  annotations:
+    # A profile change rolls the pods: the launcher reads the profile only at start.
+    checksum/profile: {{ include "specserve.profileYaml" $ | sha256sum }}
+    kubectl.kubernetes.io/default-container: sglang
+    {{- with $.Values.server.podAnnotations }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+spec:
+  {{- include "specserve.serverPodSpec" . | nindent 2 }}
+{{- end }}
+
+{{/* The spec of specserve.serverPodTemplate; the same dict. */}}
+{{- define "specserve.serverPodSpec" -}}
 {{- $ := .ctx }}
-{{- $leader := .leader }}
 {{- $gpus := int (include "specserve.gpuCount" $) }}
 {{- $logFile := include "specserve.logFile" $ }}
 {{- $keyFile := include "specserve.apiKeyFile" $ }}
-{{- $keyEnv := include "specserve.apiKeyEnv" $ }}
+{{- $keyEnv := include "specserve.apiKeyEnv" $ -}}
 serviceAccountName: {{ include "specserve.serviceAccountName" $ }}
 automountServiceAccountToken: false
 enableServiceLinks: false
@@ -383,13 +419,33 @@ terminationGracePeriodSeconds: {{ $.Values.server.terminationGracePeriodSeconds 
 {{- with (include "specserve.placement" $ | trim) }}
 {{- . | nindent 0 }}
 {{- end }}
-{{- with $.Values.server.affinity }}
+{{- /* Every server pod of the release counts: replicas x ranks. A single-component selector is
+the Deployment's own pod selector; the ranks of a LeaderWorkerSet carry two components. */}}
+{{- $affinity := deepCopy ($.Values.server.affinity | default dict) }}
+{{- $pods := mul (int $.Values.replicaCount) (int (include "specserve.nodeCount" $)) }}
+{{- if and (gt $pods 1) (ne $.Values.server.podAntiAffinity "none") }}
+{{- $selector := dict "matchLabels" (include "specserve.selectorLabels" (dict "ctx" $ "component" (first .peers)) | fromYaml) }}
+{{- if gt (len .peers) 1 }}
+{{- $component := dict "key" "app.kubernetes.io/component" "operator" "In" "values" .peers }}
+{{- $selector = dict "matchLabels" (omit $selector.matchLabels "app.kubernetes.io/component") "matchExpressions" (list $component) }}
+{{- end }}
+{{- $term := dict "labelSelector" $selector "topologyKey" $.Values.server.antiAffinityTopologyKey }}
+{{- $anti := dict }}
+{{- if eq $.Values.server.podAntiAffinity "hard" }}
+{{- $anti = dict "requiredDuringSchedulingIgnoredDuringExecution" (list $term) }}
+{{- else }}
+{{- $anti = dict "preferredDuringSchedulingIgnoredDuringExecution" (list (dict "weight" 100 "podAffinityTerm" $term)) }}
+{{- end }}
+{{- $affinity = merge $affinity (dict "podAntiAffinity" $anti) }}
+{{- end }}
+{{- with $affinity }}
 affinity:
   {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- if eq $.Values.model.storage "download" }}
 initContainers:
-  # Every rank loads its share of the weights from the same download.
+  # The download Job writes this marker only after `specserve check --require-models`
+  # passed on the complete download.
   - name: wait-for-weights
     image: {{ include "specserve.image" $.Values.exporterImage }}
     imagePullPolicy: {{ $.Values.exporterImage.pullPolicy }}
@@ -400,11 +456,12 @@ initContainers:
         import os, sys, time
         marker, poll = sys.argv[1], int(sys.argv[2])
         while not os.path.exists(marker):
-            print(f"waiting for the model download: no {marker} yet", flush=True)
+            print(f"waiting for the model download (job {sys.argv[3]}): no {marker} yet", flush=True)
             time.sleep(poll)
         print(f"weights ready: {marker}", flush=True)
       - {{ include "specserve.downloadMarker" $ }}
       - {{ $.Values.model.download.waitPollSeconds | quote }}
+      - {{ include "specserve.downloadJobName" $ }}
     resources:
       requests:
         cpu: 10m
@@ -422,12 +479,16 @@ containers:
   - name: sglang
     image: {{ include "specserve.image" $.Values.image }}
     imagePullPolicy: {{ $.Values.image.pullPolicy }}
+    # The image's entrypoint is specserve-launch: it validates the profile (refusing e.g.
+    # EAGLE with an EAGLE-3 drafter), prints the command and runs SGLang as its child.
+    {{- if .rankArgs }}
     # specserve-launch renders this rank's --nnodes / --node-rank / --dist-init-addr.
     args:
       - --node-rank
       - $(LWS_WORKER_INDEX)
       - --rendezvous-host
       - $(LWS_LEADER_ADDRESS)
+    {{- end }}
     env:
       - name: SPECSERVE_PROFILE
         value: /etc/specserve/profile.yaml
@@ -445,7 +506,7 @@ containers:
       - name: http
         containerPort: {{ include "specserve.port" $ }}
         protocol: TCP
-    {{- if $leader }}
+    {{- if .serves }}
     startupProbe:
       httpGet:
         path: {{ $.Values.server.probes.startup.path }}
@@ -504,8 +565,9 @@ containers:
       {{- with $.Values.server.extraVolumeMounts }}
       {{- toYaml . | nindent 6 }}
       {{- end }}
-  {{- if and $leader $.Values.exporter.enabled }}
-  # Rank 0 logs the decode lines; the exporter follows them there only.
+  {{- if and .exporter $.Values.exporter.enabled }}
+  # Sidecar: follows the size-rotated log file the launcher writes on the shared volume.
+  # No Kubernetes API access (the pod-log alternative would need a Role on pods/log).
   - name: exporter
     image: {{ include "specserve.image" $.Values.exporterImage }}
     imagePullPolicy: {{ $.Values.exporterImage.pullPolicy }}
@@ -565,6 +627,7 @@ volumes:
   {{- if $logFile }}
   - name: logs
     emptyDir:
+      # The rotation budget (max_bytes x (backup_count + 1)) plus slack.
       sizeLimit: {{ add (include "specserve.logBudgetBytes" $ | int64) (include "specserve.bytes" $.Values.exporter.logVolumeSlack) }}
   {{- end }}
   {{- if $keyFile }}
