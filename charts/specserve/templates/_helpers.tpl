@@ -351,6 +351,18 @@ rank 0, the LeaderWorkerSet's leader, serves the API; a rank > 0 serves only a d
 {{- end }}
 {{- end }}
 
+{{/* The server object's metadata: the Deployment's, or the LeaderWorkerSet's in its place. */}}
+{{- define "specserve.serverMetadata" -}}
+name: {{ include "specserve.fullname" . }}
+namespace: {{ .Release.Namespace }}
+labels:
+  {{- include "specserve.labels" . | nindent 2 }}
+  app.kubernetes.io/component: server
+annotations:
+  # The SGLang container's exceptions to the strictest context (README "Security context"):
+  checkov.io/skip1: CKV_K8S_22=SGLang JIT-compiles kernels (Triton, FlashInfer, torch inductor) into caches under its home (/home/specserve/.cache) and /tmp at start; a read-only root filesystem breaks startup
+{{- end }}
+
 {{/*
 A server pod's template (metadata and spec): the Deployment's pod (templates/deployment.yaml) and
 the LeaderWorkerSet's leader and worker pods (templates/leaderworkerset.yaml) are all this one,
