@@ -22,6 +22,7 @@ from specserve.chart import ChartError, chart_files
 from specserve.monitoring.generate import artefacts as monitoring_files
 from specserve.monitoring.reference import BLOCKS as MONITORING_BLOCKS
 from specserve.profile.fields import generated_files as profile_generated_files
+from specserve.verify.role_files import files as verify_role_files
 
 Produce = Callable[[], str]
 Registry = dict[str, Produce]
@@ -48,6 +49,7 @@ def _relative(path: Path) -> str:
 SOURCES: tuple[Source, ...] = (
     profile_field_files,
     lambda _read: monitoring_files(),
+    verify_role_files,
     chart_files,
 )
 

@@ -17,6 +17,7 @@ from specserve.apikey import API_KEY_ENV, ApiKeyError, read_api_key
 from specserve.profile.loader import ProfileError, load_profile
 from specserve.secrets import Redactor
 from specserve.verify import exporters, gate
+from specserve.verify.options import OPTIONS, Option
 from specserve.verify.server import APIS
 
 
@@ -54,21 +55,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--api", choices=APIS, default="generate",
                    help="warm-up requests: SGLang's /generate or /v1/chat/completions "
                         "(default: %(default)s)")
-    p.add_argument("--prompt", default=gate.Settings.prompt)
-    p.add_argument("--requests", type=int, default=3,
-                   help="warm-up requests (0: none, e.g. with --since; default: %(default)s)")
-    p.add_argument("--max-tokens", type=int, default=256, help="tokens per warm-up request")
-    p.add_argument("--request-timeout", type=float, default=300.0,
-                   help="seconds each request may take (default: %(default)s)")
-    p.add_argument("--metrics-timeout", type=float, default=60.0,
-                   help="seconds the exporter has to count the decode lines (default: "
-                        "%(default)s)")
-    p.add_argument("--min-decode-lines", type=int, default=1)
-    p.add_argument("--floor", type=float, default=1.5,
-                   help="mean accept length must exceed it (default: %(default)s)")
-    p.add_argument("--no-require-graph", dest="require_graph", action="store_false",
-                   help="do not require decode graphs on")
-    p.add_argument("--graph-label", default="cuda", help="cuda, cpu, npu or musa")
+    for option in OPTIONS:
+        _add_option(p, option)
     p.add_argument("--save-snapshot", type=Path, metavar="FILE",
                    help="only scrape the exporters and save their counters for --since")
     p.add_argument("--since", type=Path, metavar="FILE",
@@ -79,6 +67,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    help=f"the name a message gives a knob ({', '.join(gate.DEFAULT_KNOBS)}), "
                         "e.g. floor=verify_accept_length_floor")
     p.set_defaults(handler=main)
+
+
+def _add_option(p: argparse.ArgumentParser, option: Option) -> None:
+    """One row of the gate's table (specserve.verify.options) as a flag, its default shown."""
+    shown = f"{option.help} (default: %(default)s)"
+    if option.kind is bool:  # the flag turns the requirement off
+        p.add_argument(option.flag, dest=option.name, action="store_false", default=option.default,
+                       help=f"do not {shown}")
+        return
+    p.add_argument(option.flag, dest=option.name, type=option.kind, default=option.default,
+                   choices=option.choices or None, help=shown)
 
 
 def _api_key(args: argparse.Namespace) -> str | None:

@@ -19,40 +19,37 @@ from specserve.profile.facts import facts
 from specserve.profile.model import Profile
 from specserve.verify import exporters, server
 from specserve.verify.exporters import ScrapeError
+from specserve.verify.options import OPTIONS, default
 from specserve.verify.server import RequestFailed
 from specserve.verify.window import Snapshot, Window
 
 # The budgets and floors a message may name, with the `specserve verify` flag that sets each;
 # a caller renames them with --knob NAME=LABEL.
 DEFAULT_KNOBS: dict[str, str] = {
-    "floor": "--floor",
-    "requests": "--requests",
-    "max_tokens": "--max-tokens",
-    "request_timeout": "--request-timeout",
-    "metrics_timeout": "--metrics-timeout",
-    "min_decode_lines": "--min-decode-lines",
-    "require_graph": "--no-require-graph",
+    **{o.name: o.flag for o in OPTIONS if o.name not in ("prompt", "graph_label")},
     "api_key": "--api-key-file",
 }
 
 
 @dataclass(frozen=True)
 class Settings:
+    """Every default is the one in specserve.verify.options (the command and the role share it)."""
+
     server: str  # base URL, no trailing slash
     exporters: list[str]
     profile: Profile
     each_address: bool = False
     api_key: str | None = None
     api: str = "generate"
-    prompt: str = "Write a short story about a lighthouse keeper who learns to code."
-    requests: int = 3
-    max_tokens: int = 256
-    request_timeout: float = 300.0
-    metrics_timeout: float = 60.0
-    min_decode_lines: int = 1
-    floor: float = 1.5
-    require_graph: bool = True
-    graph_label: str = "cuda"
+    prompt: str = default("prompt")
+    requests: int = default("requests")
+    max_tokens: int = default("max_tokens")
+    request_timeout: float = default("request_timeout")
+    metrics_timeout: float = default("metrics_timeout")
+    min_decode_lines: int = default("min_decode_lines")
+    floor: float = default("floor")
+    require_graph: bool = default("require_graph")
+    graph_label: str = default("graph_label")
     since: Path | None = None
     title: str = "Verification gate"
     on: str = ""  # where it ran, for the first line (the inventory host)

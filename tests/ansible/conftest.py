@@ -46,6 +46,7 @@ class Deployment:
             tune_profile_out="",
             specserve_container_name=self.prefix,
             server_profile_host_path=str(self.workdir / "etc/profile.yaml"),
+            exporter_profile_dir=str(self.workdir / "etc/exporter"),
             server_state_dir=str(self.state_dir),
             server_secrets_dir=str(self.workdir / "secrets"),
             server_api_key_owner="10001",

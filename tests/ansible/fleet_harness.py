@@ -81,6 +81,7 @@ class Fleet:
                 "specserve_exporter_port": self.ports[f"{node}-exporter"],
                 "specserve_log_dir": str(home / "log"),
                 "server_profile_host_path": str(home / "etc/profile.yaml"),
+                "exporter_profile_dir": str(home / "etc/exporter"),
                 "server_secrets_dir": str(home / "secrets"),
                 "server_state_dir": str(home / "state"),
                 "monitoring_export_dir": str(home / "monitoring-export"),

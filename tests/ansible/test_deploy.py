@@ -103,15 +103,22 @@ def _assert_exporter_least_privilege(dep: Deployment, server: dict) -> None:
     assert exporter is not None and exporter["State"]["Running"]
     mounts = {m["Destination"]: m for m in exporter["Mounts"]}
     assert not any("docker.sock" in m["Source"] + m["Destination"] for m in exporter["Mounts"])
-    assert set(mounts) == {"/var/log/specserve/sglang"}, mounts
+    assert set(mounts) == {"/var/log/specserve/sglang", "/etc/specserve-exporter"}, mounts
+    assert mounts["/etc/specserve-exporter"]["Source"] == str(dep.workdir / "etc/exporter")
+    assert mounts["/etc/specserve-exporter"]["RW"] is False
     assert mounts["/var/log/specserve/sglang"]["Source"] == str(dep.workdir / "log")
     assert mounts["/var/log/specserve/sglang"]["RW"] is False
     user = exporter["Config"]["User"]
     assert user == "10001:10001" and not user.startswith(("0", "root")), user
     assert exporter["HostConfig"]["GroupAdd"] == ["10001"]
     assert exporter["HostConfig"]["ReadonlyRootfs"] is True
-    assert exporter["Config"]["Cmd"][:4] == [
-        "--source", "file", "--file", "/var/log/specserve/sglang/sglang.log"]
+    cmd = exporter["Config"]["Cmd"]
+    assert cmd[:4] == ["--source", "file", "--file", "/var/log/specserve/sglang/sglang.log"]
+    # The profile itself, as on the chart's path: the exporter's like-for-like judgement of the
+    # baseline runs here too, against the image the server runs.
+    assert cmd[cmd.index("--profile") + 1] == "/etc/specserve-exporter/profile.yaml"
+    assert cmd[cmd.index("--server-image") + 1] == server["Config"]["Image"]
+    assert (dep.workdir / "etc/exporter/profile.yaml").read_text() == dep.profile.read_text()
     server_mounts = {m["Destination"]: m for m in server["Mounts"]}
     assert server_mounts["/var/log/specserve/sglang"]["RW"] is True
     # On the host: 2750 (setgid, group 10001); the launcher's file is group-readable.
@@ -266,7 +273,9 @@ def test_accept_length_one_is_caught_and_rolled_back(deployment: Deployment,
     assert "Verification gate FAILED" in run.output, run.output[-6000:]
     assert "mean accept length: 1.0 " in run.output
     assert "accept len: 1.00" in run.output  # the offending decode lines, as evidence
-    assert "verify_accept_length_floor" in run.output  # the knob the gate checks against
+    # The knob the gate checks against: the alert's floor, unless the inventory sets its own.
+    assert ("need > 1.5: the SpecDecodeAcceptLengthLow floor (specserve_alert_overrides; "
+            "or set verify_accept_length_floor)") in run.output
     # Graph state is evidence on Decode lines only: `cuda graph: False` is normal on Prefill.
     evidence = run.output.split("Offending lines")[-1].split("Rendered command")[0]
     assert "Decode batch" in evidence and "Prefill batch" not in evidence

@@ -131,7 +131,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     variables = {
         "monitoring_source_dir": str(ROOT / "monitoring"),
         "monitoring_alertmanager_config": str(workdir / "alertmanager.yml"),
-        "monitoring_rules_overrides": str(workdir / "overrides.yml"),
+        "specserve_alert_overrides": str(workdir / "overrides.yml"),
         "monitoring_alert_sink_enabled": True,
         "monitoring_alert_sink_port": sink_port,
         "monitoring_alertmanager_secrets": {TOKEN_NAME: token},

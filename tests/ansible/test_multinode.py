@@ -64,6 +64,7 @@ def _inventory(
             "specserve_container_name": f"{dep.prefix}-r{rank}",
             "server_state_dir": str(state / "state"),
             "server_profile_host_path": str(state / "etc/profile.yaml"),
+            "exporter_profile_dir": str(state / "etc/exporter"),
             "server_secrets_dir": str(state / "secrets"),
             "specserve_log_dir": str(state / "log"),
             "server_env": {**FAST_ENV, **(rank_env or {}).get(rank, {})},
