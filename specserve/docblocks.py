@@ -15,6 +15,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
+
 ReadSource = Callable[[str], str]
 
 
@@ -96,7 +98,15 @@ def value(data: object) -> str:
     if isinstance(data, bool):
         return code(str(data).lower())
     if isinstance(data, str):
-        return code(data) if data else code('""')
+        # Quoted where YAML would read the bare word as something else ("1", "true", "").
+        return code(data) if data and _reads_as(data) == data else code(json.dumps(data))
     if isinstance(data, int | float):
         return code(f"{data:g}" if isinstance(data, float) else str(data))
     return code(json.dumps(data, separators=(", ", ": ")))
+
+
+def _reads_as(text: str) -> object:
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text  # not a YAML scalar at all: shown as it is

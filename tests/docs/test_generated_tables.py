@@ -5,6 +5,7 @@ drift test, tests/test_generated.py.)"""
 from __future__ import annotations
 
 import dataclasses
+import json
 import shutil
 from pathlib import Path
 
@@ -108,3 +109,23 @@ def test_an_argument_spec_change_changes_the_ansible_tables(tree: Path) -> None:
     assert "| `weights_log_dir` | `/srv/weights-logs` |" in doc
     assert "#### `probe`\n\nA probe role.\n\n| variable | default | meaning |" in doc
     assert "| `probe_depth` | `3` | How deep \\| it probes. |" in doc
+
+
+def test_a_schema_description_and_a_values_default_change_the_chart_values_table(
+    tree: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    schema_path = tree / "charts" / "specserve" / "values.schema.json"
+    schema = json.loads(schema_path.read_text())
+    schema["properties"]["replicaCount"]["description"] = "Changed | description."
+    schema_path.write_text(json.dumps(schema, indent=2) + "\n")
+    values = tree / "charts" / "specserve" / "values.yaml"
+    values.write_text(values.read_text().replace("\nreplicaCount: 1\n", "\nreplicaCount: 3\n"))
+    assert "charts/specserve/README.md" in stale(tree)
+    assert run(tree, check=False) == 0
+    readme = (tree / "charts" / "specserve" / "README.md").read_text()
+    assert "| `replicaCount` | `3` | Changed \\| description. |" in readme
+    # A value without a description has no documentation: generation names it.
+    del schema["properties"]["image"]["properties"]["digest"]
+    schema_path.write_text(json.dumps(schema, indent=2) + "\n")
+    assert run(tree, check=True) == 2
+    assert "image.digest has no description" in capsys.readouterr().err

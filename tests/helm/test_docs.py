@@ -1,4 +1,5 @@
-"""The chart README documents every value in values.yaml, and NOTES.txt tells how to watch."""
+"""Every value in values.yaml has a described schema row (the README's values table is generated
+from them), and NOTES.txt tells how to watch."""
 
 from __future__ import annotations
 
@@ -9,19 +10,11 @@ from typing import Any
 
 import yaml
 
+from specserve import chart_values
 from tests.helm.conftest import CHART, helm
-
-# Subtrees documented as one row: their content is free-form or documented elsewhere.
-WHOLE = {"server.strategy", "server.resources", "server.tolerations", "server.podSecurityContext",
-         "server.securityContext", "model.download.repos", "model.download.resources",
-         "validation.resources", "exporter.resources", "exporter.securityContext",
-         "ingress.hosts", "router.resources", "router.securityContext", "profile",
-         "profileOverrides"}  # fmt: skip
 
 
 def _paths(node: Any, prefix: str = "") -> list[str]:
-    if prefix in WHOLE or prefix.startswith("prometheusRule.alerts"):
-        return [prefix]
     if isinstance(node, dict) and node:
         out: list[str] = []
         for key, value in node.items():
@@ -30,43 +23,18 @@ def _paths(node: Any, prefix: str = "") -> list[str]:
     return [prefix]
 
 
-def test_readme_documents_every_value() -> None:
+def test_every_value_is_a_described_row_of_the_schema() -> None:
+    # The README's table is generated from the schema's rows (tests/test_generated.py holds it to
+    # them); here: the schema has a row, with a description, for every value values.yaml sets.
+    schema = json.loads((CHART / "values.schema.json").read_text())
     values = yaml.safe_load((CHART / "values.yaml").read_text())
-    readme = (CHART / "README.md").read_text()
-    table = readme.split("## Values", 1)[1]
-    missing = [p for p in _paths(values) if not p.startswith("prometheusRule.alerts")
-               and f"| `{p}` |" not in table]  # fmt: skip
-    assert not missing, f"values not documented in charts/specserve/README.md: {missing}"
-    for alert_row in ("disabled", "for", "thresholds.<name>"):
-        assert f"| `prometheusRule.alerts.<Alert>.{alert_row}` |" in table
-    assert "## Kubernetes quick start" in readme
-
-
-def _shown(value: Any) -> str:
-    """A scalar default as the README's table writes it: `value`, a string that YAML would read as
-    something else quoted (`"1"`), an empty one as `""`."""
-    if isinstance(value, str):
-        return json.dumps(value) if value == "" or yaml.safe_load(value) != value else value
-    return json.dumps(value)
-
-
-def test_readme_defaults_are_the_values_defaults() -> None:
-    """Where the table's default is one literal (`...`), it is values.yaml's; prose defaults
-    (requests 1 / 1Gi, the repository's docs/runbooks) are left to the reader."""
-    values = yaml.safe_load((CHART / "values.yaml").read_text())
-    table = (CHART / "README.md").read_text().split("## Values", 1)[1]
-    rows = dict(re.findall(r"^\| `([^`]+)` \| `([^`]*)` \|", table, re.M))
-    checked, wrong = 0, []
-    for path in _paths(values):
-        node: Any = values
-        for key in path.split("."):
-            node = node[key] if isinstance(node, dict) and key in node else None
-        if path in rows and not isinstance(node, (dict, list)):
-            checked += 1
-            if rows[path] != _shown(node):
-                wrong.append(f"{path}: README `{rows[path]}`, values.yaml `{_shown(node)}`")
-    assert not wrong, wrong
-    assert checked > 100  # the table's literal defaults are read, not skipped
+    rows = list(chart_values.rows(schema, values))
+    assert all(row.schema.get("description") for row in rows)
+    patterns = [re.compile(re.escape(row.path).replace(re.escape(chart_values.ANY_KEY), "[^.]+")
+                           + r"(\..+)?") for row in rows]  # fmt: skip
+    uncovered = [path for path in _paths(values) if not any(p.fullmatch(path) for p in patterns)]
+    assert not uncovered, f"values.yaml sets values the schema has no row for: {uncovered}"
+    assert "## Kubernetes quick start" in (CHART / "README.md").read_text()
 
 
 def test_notes_tell_how_to_watch_the_load_and_reach_the_dashboard(tools: Path) -> None:
