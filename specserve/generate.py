@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from specserve import ansible_vars, chart_values, docblocks
+from specserve import ansible_vars, chart_values, docblocks, version_pins
 from specserve.chart import ChartError, chart_files
 from specserve.monitoring.generate import artefacts as monitoring_files
 from specserve.monitoring.reference import BLOCKS as MONITORING_BLOCKS
@@ -57,7 +57,7 @@ SOURCES: tuple[Source, ...] = (
 # The reference tables generated into hand-written docs (specserve/docblocks.py), last: they
 # read the chart's generated values schema.
 DOC_BLOCKS: tuple[docblocks.Block, ...] = (
-    *MONITORING_BLOCKS, *ansible_vars.BLOCKS, *chart_values.BLOCKS
+    *MONITORING_BLOCKS, *ansible_vars.BLOCKS, *version_pins.BLOCKS, *chart_values.BLOCKS
 )
 
 

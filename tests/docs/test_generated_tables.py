@@ -129,3 +129,16 @@ def test_a_schema_description_and_a_values_default_change_the_chart_values_table
     schema_path.write_text(json.dumps(schema, indent=2) + "\n")
     assert run(tree, check=True) == 2
     assert "image.digest has no description" in capsys.readouterr().err
+
+
+def test_a_changed_pin_changes_the_versions_table_and_the_install_line(tree: Path) -> None:
+    versions = tree / "versions.yaml"
+    text = versions.read_text()
+    versions.write_text(text.replace("tag: v3.5.0", "tag: v3.9.9").replace(
+        "ansible_core: 2.19.14", "ansible_core: 2.99.1"))  # fmt: skip
+    assert "docs/ansible.md" in stale(tree)
+    assert run(tree, check=False) == 0
+    doc = (tree / "docs" / "ansible.md").read_text()
+    assert "| `upstream_images.prometheus` | `prom/prometheus:v3.9.9` |" in doc
+    assert "| `ansible.ansible_core` | `2.99.1` |" in doc
+    assert ".venv/bin/pip install ansible-core==2.99.1 ansible==" in doc
