@@ -54,6 +54,8 @@ def _default(option: Mapping[str, Any]) -> str:
 
 def role_table(role: str, read: ReadSource) -> str:
     spec = yaml.safe_load(read(spec_path(role)))
+    if not any(point.get("options") for point in spec["argument_specs"].values()):
+        return "No variables of its own.\n"
     rows = []
     for point, name, option in _options(spec):
         where = "" if point == MAIN else f"Entry point {code(point)} only. "

@@ -54,10 +54,11 @@ def test_the_profile_field_table_is_registered() -> None:
 @pytest.fixture
 def tree(tmp_path: Path) -> Path:
     """A copy of everything the generators read and write."""
-    for folder in ("charts", "profiles", "monitoring", "docs"):
+    for folder in ("charts", "profiles", "monitoring", "docs", "ansible"):
         shutil.copytree(REPO / folder, tmp_path / folder)
     (tmp_path / "specserve" / "profile").mkdir(parents=True)
     shutil.copy(REPO / chart.PROFILE_SCHEMA, tmp_path / chart.PROFILE_SCHEMA)
+    shutil.copy(REPO / "versions.yaml", tmp_path / "versions.yaml")
     assert stale(tmp_path) == []
     return tmp_path
 
