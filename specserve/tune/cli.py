@@ -22,6 +22,9 @@ from pathlib import Path
 from typing import Any
 
 PROG = "specserve tune"
+# What the actions need beyond specserve's own dependencies: the profile edit's round-trip YAML
+# (the deploy extra) and the report's plot (the bench extra).
+EXTRAS = {"ruamel": "deploy", "matplotlib": "bench"}
 
 
 def _plan(args: argparse.Namespace) -> Any:
@@ -57,9 +60,12 @@ def _runner(action: Callable[[argparse.Namespace], Any]) -> Callable[[argparse.N
         try:
             out = action(args)
         except ModuleNotFoundError as exc:
-            print(f"{PROG}: {exc.name} is not installed. Fix: install the deploy and bench "
-                  "extras, pip install 'specserve[deploy,bench]' (scripts/setup/python.sh "
-                  "installs them)", file=sys.stderr)
+            extra = EXTRAS.get((exc.name or "").split(".")[0])
+            if extra is None:
+                raise
+            print(f"{PROG}: {exc.name} is not installed. Fix: install the {extra} extra, "
+                  f"pip install 'specserve[{extra}]' (scripts/setup/python.sh installs it)",
+                  file=sys.stderr)
             return 2
         except (TuneError, OSError) as exc:
             print(f"{PROG}: error: {exc}", file=sys.stderr)

@@ -72,3 +72,16 @@ def test_a_refusal_exits_1_with_the_reason_on_stderr(tmp_path: Path) -> None:
     assert code == 1 and "tune_grid: unknown key(s) ['topk']" in err
     code, _, err = run_cli("tune", "plan", str(tmp_path / "missing.yaml"), "--grid", "{}")
     assert code == 1 and "missing.yaml" in err
+
+
+def test_a_missing_extra_is_named_with_the_fix() -> None:
+    # ruamel.yaml (the deploy extra) hidden, as on a machine without it: the plan says which
+    # extra to install instead of a traceback.
+    probe = ("import sys; sys.modules['ruamel'] = None; from specserve.cli import main; "
+             f"sys.exit(main(['tune', 'plan', {str(STANDIN)!r}, '--grid', '{{}}']))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == ("specserve tune: ruamel.yaml is not installed. Fix: install the deploy "
+                           "extra, pip install 'specserve[deploy]' (scripts/setup/python.sh "
+                           "installs it)\n")
