@@ -1,4 +1,4 @@
-"""Render the main Grafana dashboard panels to a PNG from a live Prometheus (README image).
+"""Render the main Grafana dashboard panels to a PNG from a live Prometheus (docs/alerting.md).
 
 Grafana cannot run here, so this draws the dashboard's own panels (same titles, same PromQL,
 same legends, same threshold lines, from specserve.monitoring.dashboard built with the test's
