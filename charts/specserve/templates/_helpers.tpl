@@ -61,16 +61,38 @@ server.host (the profile library's default, and what profiles use on a shared ho
 {{- end }}
 {{- $p := mergeOverwrite $base (deepCopy (.Values.profileOverrides | default dict)) }}
 {{- $server := $p.server | default dict }}
-{{- if has (toString ($server.host | default "127.0.0.1")) (list "127.0.0.1" "localhost" "::1") }}
+{{- $host := dig "server" "host" nil (include "specserve.profileDefaults" . | fromYaml) }}
+{{- if hasKey $server "host" }}{{ $host = $server.host }}{{ end }}
+{{- if has (toString $host) (list "127.0.0.1" "localhost" "::1") }}
 {{- $_ := set $server "host" "0.0.0.0" }}
 {{- $_ := set $p "server" $server }}
 {{- end }}
 {{- toYaml $p }}
 {{- end }}
 
-{{/* Profile facts, with the profile library's defaults (specserve/profile/model.py). */}}
+{{/*
+The profile library's defaults (files/profile-defaults.yaml, generated from
+specserve/profile/fields.py), for a fact the profile leaves out: a template never restates one.
+*/}}
+{{- define "specserve.profileDefaults" -}}
+{{- .Files.Get "files/profile-defaults.yaml" }}
+{{- end }}
+
+{{/*
+One profile fact, (list $ "section" "name"): the profile's value, or the library's default when
+the profile leaves it out; as JSON {"v": value}, as a template returns only text.
+*/}}
+{{- define "specserve.profileFact" -}}
+{{- $root := index . 0 }}
+{{- $section := index . 1 }}
+{{- $name := index . 2 }}
+{{- $default := dig $section $name nil (include "specserve.profileDefaults" $root | fromYaml) }}
+{{- toJson (dict "v" (dig $section $name $default (include "specserve.profileYaml" $root | fromYaml))) }}
+{{- end }}
+
+{{/* Profile facts, with the profile library's defaults. */}}
 {{- define "specserve.port" -}}
-{{- int (dig "server" "port" 30000 (include "specserve.profileYaml" . | fromYaml)) }}
+{{- int (include "specserve.profileFact" (list . "server" "port") | fromJson).v }}
 {{- end }}
 
 {{- define "specserve.gpuCount" -}}
@@ -83,13 +105,14 @@ server.host (the profile library's default, and what profiles use on a shared ho
 
 {{/* The rotated log's most bytes on disk: max_bytes x (backup_count + 1). */}}
 {{- define "specserve.logBudgetBytes" -}}
-{{- $p := include "specserve.profileYaml" . | fromYaml }}
-{{- mul (add1 (int (dig "logging" "backup_count" 5 $p))) (int64 (dig "logging" "max_bytes" 104857600 $p)) }}
+{{- $backups := (include "specserve.profileFact" (list . "logging" "backup_count") | fromJson).v }}
+{{- $bytes := (include "specserve.profileFact" (list . "logging" "max_bytes") | fromJson).v }}
+{{- mul (add1 (int $backups)) (int64 $bytes) }}
 {{- end }}
 
 {{/* "true" when SGLang serves /metrics (server.enable_metrics). */}}
 {{- define "specserve.enableMetrics" -}}
-{{- if dig "server" "enable_metrics" true (include "specserve.profileYaml" . | fromYaml) }}true{{ end }}
+{{- if (include "specserve.profileFact" (list . "server" "enable_metrics") | fromJson).v }}true{{ end }}
 {{- end }}
 
 {{- define "specserve.apiKeyFile" -}}
@@ -125,7 +148,7 @@ Every guardrail the schema cannot express, with the field, the problem and the f
 resources come from gpu.count; tests/helm/test_profile_facts_parity.py compares the two). */}}
 {{- $par := $p.parallelism | default dict }}
 {{- $tp := int ($par.tp | default 1) }}
-{{- $dp := int ($par.dp | default 1) }}
+{{- $dp := int (include "specserve.profileFact" (list . "parallelism" "dp") | fromJson).v }}
 {{- $needed := mul $tp $dp }}
 {{- $how := "tp x dp" }}
 {{- if $par.enable_dp_attention }}{{ $needed = $tp }}{{ $how = "tp" }}{{ end }}
@@ -315,7 +338,7 @@ the server pod's anti-affinity below). What the ranks do is SGLang's (specserve/
 rank 0, the LeaderWorkerSet's leader, serves the API; a rank > 0 serves only a dummy health server.
 */}}
 {{- define "specserve.nodeCount" -}}
-{{- int (dig "nodes" "count" 1 (include "specserve.profileYaml" . | fromYaml)) }}
+{{- int (include "specserve.profileFact" (list . "nodes" "count") | fromJson).v }}
 {{- end }}
 
 {{/* The rules of specserve/profile/checks/nodes.py, word for word, for nodes.count > 1. */}}
@@ -324,7 +347,7 @@ rank 0, the LeaderWorkerSet's leader, serves the API; a rank > 0 serves only a d
 {{- $nodes := int (include "specserve.nodeCount" .) }}
 {{- $par := $p.parallelism | default dict }}
 {{- $tp := int ($par.tp | default 1) }}
-{{- $dp := int ($par.dp | default 1) }}
+{{- $dp := int (include "specserve.profileFact" (list . "parallelism" "dp") | fromJson).v }}
 {{- $needed := mul $tp $dp }}
 {{- $how := "tp x dp" }}
 {{- if or $par.enable_dp_attention (eq $dp 1) }}{{ $how = "tp" }}{{ end }}
