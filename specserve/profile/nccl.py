@@ -1,10 +1,10 @@
 """Named NCCL presets per platform, and validation of NCCL environment values.
 
 Values follow NCCL's "Environment Variables" page (docs.nvidia.com/deeplearning/nccl/user-guide/
-docs/env.html). Every tuning variable the seeds set (PROTO, ALGO, P2P_LEVEL, MAX_NCHANNELS,
+docs/env.html). Every tuning variable the field notes set (PROTO, ALGO, P2P_LEVEL, MAX_NCHANNELS,
 BUFFSIZE, NTHREADS) sits in that page's "Debugging" section: NCCL documents them as not for
-production unless measured, so the default preset sets nothing and the seeds' values are a named,
-opt-in preset that records where they came from.
+production unless measured, so the default preset sets nothing and the field notes' values are a
+named, opt-in preset that records where they came from.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ PRESETS: dict[str, NcclPreset] = {
         NcclPreset(
             name="pcie-8gpu-seeds",
             description=(
-                "The seeds' hand-tuned values for 8x RTX PRO 6000 Blackwell on PCIe only (no "
+                "The field notes' hand-tuned values for 8x RTX PRO 6000 Blackwell on PCIe only (no "
                 "NVLink), used for every measured run there (90 tok/s baseline, 82.3 tok/s "
                 "EAGLE-3). All six are NCCL 'debugging' variables: keep them only while a "
                 "measurement on the same machine shows they help."

@@ -24,7 +24,7 @@ the n tokens the pass would accept uncapped it commits min(n, C) and the cap tri
 
 An EAGLE/NEXTN server whose drafter is an EAGLE-3 model (`LlamaForCausalLMEagle3`) gets a = 0:
 E = 1.00 exactly, while it still pays for drafting and verification, so it runs slower than the
-baseline, which is what the seeds saw.
+baseline, which is what the field notes saw.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ ALPHA_MAX = 0.98
 TREE_GAIN = 0.25
 TOKEN_COST = 0.05
 DRAFT_COST = 0.08
-# The seeds: 56.7 tok/s with CUDA graphs disabled, 74.9 once enabled.
+# The field notes: 56.7 tok/s with CUDA graphs disabled, 74.9 once enabled.
 GRAPH_PENALTY = 74.9 / 56.7
 DEFAULT_CONTENT_FACTORS: dict[str, float] = {"code": 1.15, "poem": 0.8}
 

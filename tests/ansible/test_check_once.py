@@ -1,8 +1,8 @@
 """The preflight's `specserve check` runs once per play for one profile, image and set of model
 configs (ansible/roles/preflight/tasks/check_profile.yml). The server role includes it again
-after the weights role: a drafter staged since the preflight is checked then, so the seeds' bug
-(an EAGLE-3 drafter run as EAGLE) cannot slip through the gap between the two. Runs the real
-role with ansible-playbook on the controller; no Docker engine."""
+after the weights role: a drafter staged since the preflight is checked then, so the field
+notes' bug (an EAGLE-3 drafter run as EAGLE) cannot slip through the gap between the two. Runs
+the real role with ansible-playbook on the controller; no Docker engine."""
 
 from __future__ import annotations
 

@@ -315,7 +315,7 @@ def test_interrupted_tune_resumes_ranks_skips_and_applies_best(deployment: Deplo
     assert not any(tuning["profile"].parent.glob(".*specserve-tune*"))
 
 
-# The seeds' EAGLE-3 configuration (steps 3, top-k 4, draft tokens 16) and their figures: 82.3
+# The field notes' EAGLE-3 configuration (steps 3, top-k 4, draft tokens 16) and their figures: 82.3
 # tok/s with speculation against 90 without, at concurrency 1. The stand-in's acceptance that
 # gives 82.3 is solved from its documented model, not written down; the accept length it gives
 # stays above the verification gate's floor, so the point passes the gate and is measured.
@@ -393,9 +393,10 @@ def test_no_speculation_is_deployed_when_it_is_fastest(deployment: Deployment,
     behaviour.write_text(f"acceptance: {acceptance:.6f}\n")
     behaviour.chmod(0o644)
     tmp_path.chmod(0o755)  # the stand-in's user reads the mounted file
-    # The seeds' profile, with the baseline the stand-in's model gives without speculation (90
-    # tok/s at concurrency 1) recorded like for like: baseline.yml measuring one is
-    # test_baseline_is_measured_recorded_and_published's; this test starts from the seeds' state.
+    # The field notes' profile, with the baseline the stand-in's model gives without speculation
+    # (90 tok/s at concurrency 1) recorded like for like: baseline.yml measuring one is
+    # test_baseline_is_measured_recorded_and_published's; this test starts from the field notes'
+    # state.
     profile = tuning["profile"].parent / "seeds.yaml"
     write_profile(profile, deployment.server_port, **{
         "logging.decode_log_interval": 10, "drafter.num_steps": 3, "drafter.eagle_topk": 4,
@@ -429,7 +430,7 @@ def test_no_speculation_is_deployed_when_it_is_fastest(deployment: Deployment,
     assert "records none of the settings" not in run.output
     with _prometheus(tmp_path / "prometheus", deployment.exporter_port) as prom:
         below = _alert_expr(prom, "SpecDecodeBelowBaseline")
-        # Before: the seeds' speculative server is below its baseline, and the alert's own
+        # Before: the field notes' speculative server is below its baseline, and the alert's own
         # expression says so (the witness that "silent" below is not a blind query).
         _load(deployment, tmp_path, 25)
         before = prom.query(below)

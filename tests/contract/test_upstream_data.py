@@ -71,7 +71,7 @@ def test_committed_data_equals_a_fresh_extraction(version: str) -> None:
 @pytest.mark.parametrize("version", VERIFIED_VERSIONS)
 def test_the_registry_has_the_drafters_the_product_deploys(version: str) -> None:
     c = sglang_contract(version)
-    # The seeds' drafter and the MLA drafter of SGLang's current Kimi-K2.5 recipe.
+    # The field notes' drafter and the MLA drafter of SGLang's current Kimi-K2.5 recipe.
     assert {
         "LlamaForCausalLMEagle3",
         "Eagle3DeepseekV2ForCausalLM",

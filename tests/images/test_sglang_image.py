@@ -236,8 +236,9 @@ def test_dry_run_is_refused_by_the_images_own_sglang_parser(image: str, tmp_path
 
 
 def test_launcher_refuses_eagle_for_the_fixture_eagle3_drafter(image: str, tmp_path: Path) -> None:
-    # The seeds' bug, inside the image: the default drafter's config.json (its fixture, mounted
-    # where the profile's path points) names an EAGLE-3 class, so EAGLE is refused before SGLang.
+    # The field notes' bug, inside the image: the default drafter's config.json (its fixture,
+    # mounted where the profile's path points) names an EAGLE-3 class, so EAGLE is refused before
+    # SGLang.
     doc = default_doc(drafter__algorithm="EAGLE")
     config = MODELS / Path(doc["drafter"]["path"]).name / "config.json"
     [drafter_class] = json.loads(config.read_text(encoding="utf-8"))["architectures"]

@@ -132,7 +132,7 @@ def test_image_is_compared_only_when_the_deploy_names_it() -> None:
 
 
 def test_a_baseline_without_recorded_settings_is_a_warning() -> None:
-    doc = kimi_doc()  # the seeds' baseline: numbers, no settings
+    doc = kimi_doc()  # the field notes' baseline: numbers, no settings
     (issue,) = _issues(doc)
     assert issue.severity is Severity.WARNING
     assert "records none of the settings it was measured with" in issue.problem

@@ -1,4 +1,5 @@
-"""Every failure the brief lists, and every bad input of issue 3, is refused with field + fix."""
+"""Every failure the field notes list, and every bad input of issue 3, is refused with field
++ fix."""
 
 from __future__ import annotations
 
@@ -307,7 +308,7 @@ def test_shipped_profiles_pass_against_fixtures(profile):
     )
     assert code == 0, report
     assert report["errors"] == []
-    # The shipped baselines are not product measurements (the seeds' figure, a copy of it):
+    # The shipped baselines are not product measurements (the field notes' figure, a copy of it):
     # they record no settings, which `check` says in the one warning (test_profile_baseline_*).
     numbers = (yaml.safe_load(profile.read_text()).get("baseline") or {}).get(
         "gen_throughput_tok_s"

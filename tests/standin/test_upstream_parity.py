@@ -187,7 +187,7 @@ def test_tree_defaults_are_sglangs_per_target_architecture(version: str) -> None
         assert spec is not None
         got = [spec.num_steps, spec.eagle_topk, spec.num_draft_tokens]
         assert got == want, f"{version} {arch} {argv[3]}: stand-in {got}, SGLang {want}"
-    # The brief's figures: Llama 5/4/8, Kimi 3/1/4 (EAGLE3).
+    # The field notes' figures: Llama 5/4/8, Kimi 3/1/4 (EAGLE3).
     assert upstream[0] == [5, 4, 8] and upstream[3] == [3, 1, 4]
 
 

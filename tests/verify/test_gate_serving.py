@@ -35,7 +35,7 @@ def test_passes_with_real_decode_lines_above_the_floor(speculative: Serving) -> 
 
 
 def test_accept_length_one_fails_naming_the_floor(tmp_path: Path) -> None:
-    """Every draft token rejected: the seeds' EAGLE-instead-of-EAGLE3 signature."""
+    """Every draft token rejected: the field notes' EAGLE-instead-of-EAGLE3 signature."""
     with serving(tmp_path, acceptance=0.0) as rejecting:
         result = rejecting.verify(*ROLE_KNOBS)
     assert result.returncode == 1, result.stdout + result.stderr

@@ -1,7 +1,7 @@
 """Decode CUDA graphs stay on unless the profile explicitly allows turning them off.
 
-The seeds measured 56.7 tok/s without CUDA graphs against 74.9 tok/s with them. SGLang decides
-the decode graph in two steps, the same in 0.5.21 and 0.5.23:
+The field notes (docs/design/origins.md) measured 56.7 tok/s without CUDA graphs against 74.9
+tok/s with them. SGLang decides the decode graph in two steps, the same in 0.5.21 and 0.5.23:
 - the graph flags, resolved in sglang/srt/arg_groups/cuda_graph_hook.py::parse_cuda_graph_config,
   lowest precedence first: the deprecated `--disable-cuda-graph` (both phases),
   `--disable-decode-cuda-graph`, `--cuda-graph-backend-decode disabled`, and a
