@@ -3,7 +3,9 @@
 A registry of generators: repository-relative path -> function producing the file's text. Each
 part of the product plugs in one source of entries (`SOURCES`, in dependency order); a generator
 that copies another generated file reads it through `read_source`, which asks that file's own
-generator, so one run is consistent and `--check` never passes on a half-updated tree.
+generator, so one run is consistent and `--check` never passes on a half-updated tree. A
+refiner (`REFINERS`) rewrites values inside files, some of them another source's output, which
+it reads through `read_source` as well.
 
     specserve generate            # rewrite what changed, under the current directory
     specserve generate --check    # write nothing; exit 1 naming every stale file and the fix
@@ -17,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from specserve import ansible_vars, chart_values, docblocks, version_pins
+from specserve import ansible_vars, chart_values, docblocks, pins, version_pins
 from specserve.chart import ChartError, chart_files
 from specserve.monitoring.generate import artefacts as monitoring_files
 from specserve.monitoring.reference import BLOCKS as MONITORING_BLOCKS
@@ -53,6 +55,12 @@ SOURCES: tuple[Source, ...] = (
     chart_files,
 )
 
+# Sources that may also claim a file an earlier source generates: their generator then reads
+# that source's output through `read_source` and rewrites part of it. The version pins
+# (specserve/pins.py) rewrite the chart's generated values.yaml as they do the hand-written
+# Dockerfiles and role defaults. After SOURCES; before the doc tables, which read those values.
+REFINERS: tuple[Source, ...] = (pins.files,)
+
 
 # The reference tables generated into hand-written docs (specserve/docblocks.py), last: they
 # read the chart's generated values schema.
@@ -68,13 +76,15 @@ def doc_tables(root: Path) -> Source:
 def registry(root: Path) -> Registry:
     """Every generated file under `root`, each with the function producing its text."""
     entries: Registry = {}
-    for source in (*SOURCES, doc_tables(root)):
-        # A source reads what earlier sources generate from their generators, anything else
-        # (its own files' hand-written parts included) from the tree.
-        for relative, produce in source(_reader(root, dict(entries))).items():
-            if relative in entries:
-                raise AssertionError(f"two generators claim {relative}")
-            entries[relative] = produce
+    stages = ((SOURCES, False), (REFINERS, True), ((doc_tables(root),), False))
+    for sources, refines in stages:
+        for source in sources:
+            # A source reads what earlier sources generate from their generators, anything else
+            # (its own files' hand-written parts included) from the tree.
+            for relative, produce in source(_reader(root, dict(entries))).items():
+                if relative in entries and not refines:
+                    raise AssertionError(f"two generators claim {relative}")
+                entries[relative] = produce
     return entries
 
 
@@ -122,7 +132,7 @@ def run(root: Path, check: bool) -> int:
         return 2
     try:
         return _check(root) if check else _write(root)
-    except (ChartError, docblocks.BlockError) as err:
+    except (ChartError, docblocks.BlockError, pins.PinError) as err:
         print(f"specserve generate: {err}", file=sys.stderr)
         return 2
 

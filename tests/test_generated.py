@@ -7,16 +7,16 @@ copies follow their sources.
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from specserve import chart
+from specserve import chart, generate
 from specserve.generate import registry, run, stale
 from specserve.profile.fields import schema_text as profile_schema_text
+from tests import generated_tree
 
 REPO = Path(__file__).resolve().parents[1]
 FIX = ".venv/bin/specserve generate"
@@ -54,11 +54,7 @@ def test_the_profile_field_table_is_registered() -> None:
 @pytest.fixture
 def tree(tmp_path: Path) -> Path:
     """A copy of everything the generators read and write."""
-    for folder in ("charts", "profiles", "monitoring", "docs", "ansible"):
-        shutil.copytree(REPO / folder, tmp_path / folder)
-    (tmp_path / "specserve" / "profile").mkdir(parents=True)
-    shutil.copy(REPO / chart.PROFILE_SCHEMA, tmp_path / chart.PROFILE_SCHEMA)
-    shutil.copy(REPO / "versions.yaml", tmp_path / "versions.yaml")
+    generated_tree.copy(tmp_path)
     assert stale(tmp_path) == []
     return tmp_path
 
@@ -130,3 +126,23 @@ def test_specserve_generate_check_is_the_cli(tmp_path: Path) -> None:
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert f"all {len(registry(REPO))} generated files match their source" in result.stdout
+
+
+def test_a_refiner_rewrites_an_earlier_output_a_second_source_may_not_claim_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    def source(_read: generate.ReadSource) -> dict[str, generate.Produce]:
+        return {"x.txt": lambda: "spliced\n"}
+
+    def refiner(read: generate.ReadSource) -> dict[str, generate.Produce]:
+        return {"x.txt": lambda: read("x.txt").replace("spliced", "spliced, pinned")}
+
+    monkeypatch.setattr(generate, "DOC_BLOCKS", ())
+    monkeypatch.setattr(generate, "SOURCES", (source,))
+    monkeypatch.setattr(generate, "REFINERS", (refiner,))
+    # The refiner reads the source's output, not the (absent) file, and its text is the file's.
+    assert registry(tmp_path)["x.txt"]() == "spliced, pinned\n"
+    monkeypatch.setattr(generate, "SOURCES", (source, refiner))
+    monkeypatch.setattr(generate, "REFINERS", ())
+    with pytest.raises(AssertionError, match=r"two generators claim x\.txt"):
+        registry(tmp_path)

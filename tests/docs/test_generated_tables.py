@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ from specserve import docblocks
 from specserve.generate import registry, run, stale
 from specserve.monitoring import rules
 from specserve_exporter import names
+from tests import generated_tree
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -57,13 +57,7 @@ def test_a_changed_alert_changes_the_alerts_table(monkeypatch: pytest.MonkeyPatc
 @pytest.fixture
 def tree(tmp_path: Path) -> Path:
     """A copy of what the generators read and write, for edits of file sources."""
-    for folder in ("charts", "profiles", "monitoring", "docs", "ansible"):
-        shutil.copytree(REPO / folder, tmp_path / folder, ignore=shutil.ignore_patterns(
-            "__pycache__", ".pytest_cache"))  # fmt: skip
-    for file in ("versions.yaml", "specserve/profile/schema.json"):
-        (tmp_path / file).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(REPO / file, tmp_path / file)
-    return tmp_path
+    return generated_tree.copy(tmp_path)
 
 
 def test_a_lost_table_marker_is_a_one_line_error(

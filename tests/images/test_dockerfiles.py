@@ -1,7 +1,8 @@
-"""Static checks of the images: hadolint, pins agree with versions.yaml, lean installs.
+"""Static checks of the images and of the pins: every pinned value is generated from versions.yaml
+(specserve/pins.py's table), none is retyped elsewhere, and the images are lean and linted.
 
-To hold another file to versions.yaml (Ansible defaults, chart values), add one Agreement line
-to AGREEMENTS: the file, how to read the value from it, and the versions.yaml value it must equal.
+To pin another value (a new image default, a chart value), add its line to specserve/pins.py's
+PINS and run `specserve generate`; the tests below then hold it.
 """
 
 from __future__ import annotations
@@ -10,93 +11,198 @@ import ast
 import re
 import subprocess
 import sys
-import tomllib
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from specserve import pins
+from specserve.generate import registry, stale, write
 from specserve.profile.nccl import PRESETS
+from tests import generated_tree
 
 ROOT = Path(__file__).resolve().parents[2]
 VERSIONS: dict[str, Any] = yaml.safe_load((ROOT / "versions.yaml").read_text(encoding="utf-8"))
 DOCKERFILES = sorted((ROOT / "docker").glob("*/Dockerfile"))
+PINNED_FILES = sorted({pin.path for pin in pins.PINS})
 
 
-def dockerfile_arg(name: str) -> Callable[[Path], str]:
-    """The default of `ARG name=...` (every occurrence must agree)."""
-
-    def read(path: Path) -> str:
-        values = set(re.findall(rf"^ARG {name}=(\S+)$", path.read_text(), flags=re.MULTILINE))
-        assert len(values) == 1, f"{path}: ARG {name} defaults {values or 'missing'}"
-        return values.pop()
-
-    return read
+def _read(root: Path) -> pins.ReadSource:
+    return lambda relative: (root / relative).read_text(encoding="utf-8")
 
 
-def yaml_key(dotted: str) -> Callable[[Path], str]:
-    """A scalar out of a YAML file by dotted key (for Ansible defaults and chart values)."""
+@pytest.mark.parametrize("pin", pins.PINS, ids=[f"{p.path}:{p.key}" for p in pins.PINS])
+def test_every_pin_holds_its_source_value(pin: pins.Pin) -> None:
+    text = (ROOT / pin.path).read_text(encoding="utf-8")
+    assert pins.held(text, pin) == {pins.value(pin, _read(ROOT))}, f"regenerate: {pins.__name__}"
 
-    def read(path: Path) -> str:
-        value: Any = yaml.safe_load(path.read_text(encoding="utf-8"))
+
+def test_every_pinned_file_is_generated_and_current() -> None:
+    # What `specserve generate --check` runs: each file with pins is in the registry, not stale.
+    assert set(PINNED_FILES) <= set(registry(ROOT))
+    assert not set(PINNED_FILES) & set(stale(ROOT)), "regenerate with: specserve generate"
+
+
+def test_pins_name_images_and_versions_in_their_sources() -> None:
+    values = {pin: pins.value(pin, _read(ROOT)) for pin in pins.PINS}
+    smg = pins.Pin("docker/router/Dockerfile", "SMG_VERSION", "tools.smg")
+    assert values[smg] == VERSIONS["tools"]["smg"]
+    monitoring = "ansible/roles/monitoring/defaults/main.yml"
+    image = VERSIONS["upstream_images"]["grafana"]
+    assert values[pins.Pin(monitoring, "monitoring_grafana_image", "upstream_images.grafana")] \
+        == f"{image['repository']}:{image['tag']}"  # fmt: skip
+    with pytest.raises(pins.PinError, match="not a version or an image"):
+        pins.value(pins.Pin("x", "y", "upstream_images"), _read(ROOT))
+
+
+# versions.yaml key -> its new value, for the one-change test.
+CHANGES = {
+    "specserve_images.sglang.tag": "0.2.0-sglang0.5.23-cu130",
+    "upstream_images.sglang.tag": "v0.5.23-cu130",
+    "sglang.pinned": "0.5.23",
+    "upstream_images.prometheus.tag": "v3.6.1",
+}
+
+
+def _set(text: str, dotted: str, new: str) -> str:
+    """versions.yaml with one value changed by hand, as a maintainer would."""
+    pin = pins.Pin("versions.yaml", dotted, dotted)
+    return pins.rewrite(text, {pin: new})
+
+
+def test_one_change_in_versions_yaml_reaches_every_consumer(tmp_path: Path) -> None:
+    root = generated_tree.copy(tmp_path)
+    versions = root / "versions.yaml"
+    text = versions.read_text(encoding="utf-8")
+    for dotted, new in CHANGES.items():
+        text = _set(text, dotted, new)
+    versions.write_text(text, encoding="utf-8")
+    roles = "ansible/roles"
+    assert sorted(stale(root)) == sorted([
+        "docker/sglang/Dockerfile", "docker/sglang-local-base/Dockerfile",
+        f"{roles}/specserve/defaults/main.yml", f"{roles}/specserve/meta/argument_specs.yml",
+        f"{roles}/monitoring/defaults/main.yml", f"{roles}/monitoring/meta/argument_specs.yml",
+        "playbooks/inventory/gpu/group_vars/specserve/main.yml", "charts/specserve/values.yaml",
+        "docs/ansible.md", "charts/specserve/README.md",
+    ])  # fmt: skip
+    write(root)
+    assert stale(root) == []
+
+    def yaml_at(relative: str, dotted: str) -> Any:
+        node = yaml.safe_load((root / relative).read_text(encoding="utf-8"))
         for key in dotted.split("."):
-            value = value[key]
-        return str(value)
+            node = node[key]
+        return node
 
-    return read
+    def args(relative: str, name: str) -> list[str]:
+        text = (root / relative).read_text(encoding="utf-8")
+        return re.findall(rf"^ARG {name}=(\S+)$", text, flags=re.MULTILINE)
 
-
-def image_ref(name: str) -> Callable[[], str]:
-    def expected() -> str:
-        image = VERSIONS["upstream_images"][name]
-        return f"{image['repository']}:{image['tag']}"
-
-    return expected
-
-
-def project_version() -> str:
-    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
-
-
-@dataclass(frozen=True)
-class Agreement:
-    path: str
-    read: Callable[[Path], str]
-    expected: Callable[[], str]
-
-
-AGREEMENTS: list[Agreement] = [
-    Agreement("docker/sglang/Dockerfile", dockerfile_arg("BASE_IMAGE"), image_ref("sglang")),
-    Agreement("docker/exporter/Dockerfile", dockerfile_arg("BASE_IMAGE"), image_ref("python")),
-    Agreement("docker/standin/Dockerfile", dockerfile_arg("BASE_IMAGE"), image_ref("python")),
-    Agreement("docker/sglang/Dockerfile", dockerfile_arg("SPECSERVE_VERSION"), project_version),
-    # The SGLang version the image declares ($SPECSERVE_SGLANG_VERSION) is the one its base ships.
-    Agreement("docker/sglang/Dockerfile", dockerfile_arg("SGLANG_VERSION"), lambda: VERSIONS["sglang"]["pinned"]),  # noqa: E501
-    Agreement("docker/sglang-local-base/Dockerfile", dockerfile_arg("BASE_IMAGE"), image_ref("local_base")),  # noqa: E501
-    Agreement("docker/sglang-local-base/Dockerfile", dockerfile_arg("SGLANG_VERSION"), lambda: VERSIONS["sglang"]["pinned"]),  # noqa: E501
-    Agreement("docker/exporter/Dockerfile", dockerfile_arg("SPECSERVE_VERSION"), project_version),
-    Agreement("docker/standin/Dockerfile", dockerfile_arg("SPECSERVE_VERSION"), project_version),
-    Agreement("ansible/roles/specserve/defaults/main.yml", yaml_key("specserve_image"), lambda: f"{VERSIONS['specserve_images']['sglang']['repository']}:{VERSIONS['specserve_images']['sglang']['tag']}"),  # noqa: E501
-    Agreement("ansible/roles/weights/defaults/main.yml", yaml_key("weights_hf_hub_version"), lambda: VERSIONS["tools"]["huggingface_hub"]),  # noqa: E501
-    Agreement("ansible/roles/weights/defaults/main.yml", yaml_key("weights_hf_click_version"), lambda: VERSIONS["tools"]["click"]),  # noqa: E501
-    Agreement("docker/router/Dockerfile", dockerfile_arg("BASE_IMAGE"), image_ref("python")),
-    Agreement("docker/router/Dockerfile", dockerfile_arg("SMG_VERSION"), lambda: VERSIONS["tools"]["smg"]),  # noqa: E501
-    Agreement("ansible/roles/router/defaults/main.yml", yaml_key("router_image"), lambda: f"{VERSIONS['specserve_images']['router']['repository']}:{VERSIONS['specserve_images']['router']['tag']}"),  # noqa: E501
-    # The router image's tag carries the router version it installs.
-    Agreement("versions.yaml", lambda p: VERSIONS["specserve_images"]["router"]["tag"].rsplit("-smg", 1)[1], lambda: VERSIONS["tools"]["smg"]),  # noqa: E501
-    # Ansible defaults and Helm values add their lines here, e.g.
-    # Agreement("charts/specserve/values.yaml", yaml_key("image.tag"), lambda: ...),
-]
+    server, prometheus = "specserve/sglang:0.2.0-sglang0.5.23-cu130", "prom/prometheus:v3.6.1"
+    spec = "argument_specs.main.options.{}.default"
+    assert args("docker/sglang/Dockerfile", "BASE_IMAGE") == ["lmsysorg/sglang:v0.5.23-cu130"]
+    assert args("docker/sglang/Dockerfile", "SGLANG_VERSION") == ["0.5.23"]
+    assert args("docker/sglang-local-base/Dockerfile", "SGLANG_VERSION") == ["0.5.23"]
+    assert yaml_at("ansible/roles/specserve/defaults/main.yml", "specserve_image") == server
+    assert yaml_at("ansible/roles/specserve/meta/argument_specs.yml",
+                   spec.format("specserve_image")) == server  # fmt: skip
+    assert yaml_at("playbooks/inventory/gpu/group_vars/specserve/main.yml", "specserve_image") \
+        == server  # fmt: skip
+    assert yaml_at("charts/specserve/values.yaml", "image.tag") == "0.2.0-sglang0.5.23-cu130"
+    assert yaml_at("ansible/roles/monitoring/defaults/main.yml", "monitoring_prometheus_image") \
+        == prometheus  # fmt: skip
+    assert yaml_at("ansible/roles/monitoring/meta/argument_specs.yml",
+                   spec.format("monitoring_prometheus_image")) == prometheus  # fmt: skip
+    # The generated docs' tables follow the rewritten defaults and values.
+    assert f"`{server}`" in (root / "docs/ansible.md").read_text(encoding="utf-8")
+    assert "`0.2.0-sglang0.5.23-cu130`" in (root / "charts/specserve/README.md").read_text()
+    # And the old values are gone from every file but the prose that quotes them.
+    for old in ("0.1.0-sglang0.5.21-cu130", "prom/prometheus:v3.5.0"):
+        assert {str(path.relative_to(root)) for path in _holding(root, old)} <= PROSE, old
 
 
-@pytest.mark.parametrize(
-    "agreement", AGREEMENTS, ids=[f"{a.path}:{i}" for i, a in enumerate(AGREEMENTS)]
-)
-def test_pins_agree_with_versions_yaml(agreement: Agreement) -> None:
-    assert agreement.read(ROOT / agreement.path) == agreement.expected()
+# Hand-written prose that names an old pin by design or has not been pointed at the table yet
+# (docs/ansible.md's generated pin table); the retype test below covers configuration files.
+PROSE = {"docs/alerting.md", "docs/sglang-contract.md"}
+
+
+def _holding(root: Path, needle: str) -> Iterator[Path]:
+    for path in root.rglob("*"):
+        if path.is_file() and needle in path.read_text(encoding="utf-8", errors="replace"):
+            yield path
+
+
+# Configuration files where a pinned value could be retyped: YAML, Jinja and Helm templates,
+# Dockerfiles.
+SCANNED = re.compile(r"(\.ya?ml|\.j2|\.tpl|(^|/)Dockerfile)$")
+# Files that may spell a pinned value, and why.
+ALLOWED = {
+    "versions.yaml": "the source itself",
+    "tests/helm/golden/": "the chart's renders, held to the chart by tests/helm's golden test",
+}
+
+
+def _pinned_values() -> tuple[set[str], set[str]]:
+    """(every pinned image as repository:tag, every pinned tag or version on its own)."""
+    images = [image for group in ("upstream_images", "specserve_images")
+              for image in VERSIONS[group].values()]  # fmt: skip
+    references = {f"{image['repository']}:{image['tag']}" for image in images}
+    alone = {str(image["tag"]) for image in images}
+    alone |= {pins.value(pin, _read(ROOT)) for pin in pins.PINS} - references
+    return references, alone
+
+
+def _retypes(text: str, references: set[str], alone: set[str]) -> Iterator[str]:
+    for number, line in enumerate(text.splitlines(), 1):
+        for reference in references:
+            if re.search(rf"(?<![\w./:-]){re.escape(reference)}(?![\w.-])", line):
+                yield f"{number}: {reference}"
+        for value in alone:
+            quoted = rf"([\"']){re.escape(value)}\1"
+            whole = (rf"^\s*(-\s+)?([\w.-]+:\s+)?{re.escape(value)}\s*(#.*)?$"
+                     rf"|^(ARG|ENV)\s+\w+={re.escape(value)}$")  # fmt: skip
+            if re.search(quoted, line) or re.search(whole, line):
+                yield f"{number}: {value}"
+
+
+def _tracked() -> list[str]:
+    listed = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True,
+                            check=True).stdout.split()  # fmt: skip
+    return [name for name in listed if SCANNED.search(name) and (ROOT / name).is_file()]
+
+
+def test_no_configuration_file_retypes_a_pinned_value() -> None:
+    references, alone = _pinned_values()
+    blank = "pinned-by-versions-yaml"
+    found: dict[str, list[str]] = {}
+    for name in _tracked():
+        if any(name == allowed or name.startswith(allowed) for allowed in ALLOWED):
+            continue
+        text = (ROOT / name).read_text(encoding="utf-8")
+        own = {pin: blank for pin in pins.PINS if pin.path == name}
+        # What the table writes is generated, not retyped: blank it, then look for the rest.
+        hits = list(_retypes(pins.rewrite(text, own) if own else text, references, alone))
+        if hits:
+            found[name] = hits
+    assert found == {}, "write these from versions.yaml (a PINS entry in specserve/pins.py)"
+
+
+def test_the_retype_check_sees_a_retyped_image_and_tag() -> None:
+    references, alone = _pinned_values()
+    assert list(_retypes("image: prom/prometheus:v3.5.0\n", references, alone))
+    assert list(_retypes("# upstream: prom/prometheus:v3.5.0\n", references, alone))
+    assert list(_retypes('  tag: "1.13.0"\n', references, alone))
+    assert list(_retypes("ARG SMG_VERSION=1.13.0\n", references, alone))
+    assert not list(_retypes("# smg 1.13.0's own choices\n", references, alone))
+
+
+def test_router_image_tag_carries_the_router_version() -> None:
+    # specserve/router's tag names the smg wheel it installs (docker/router SMG_VERSION).
+    tag = VERSIONS["specserve_images"]["router"]["tag"]
+    upstream = VERSIONS["upstream_images"]["smg"]["tag"]
+    assert tag.rsplit("-smg", 1)[1] == VERSIONS["tools"]["smg"] == upstream
 
 
 def test_sglang_pin_is_a_full_cuda_tag() -> None:
