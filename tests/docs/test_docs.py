@@ -1,6 +1,7 @@
-"""The README is a user's guide that stays true: its links resolve, its layout table names every
-top-level folder and every specserve subpackage, its test command is what CI runs, and the
-exporter's flags are all documented."""
+"""The README is a user's guide that stays true: it links every docs page, its layout table names
+every top-level folder and every specserve subpackage, its test command is what CI runs, and the
+exporter's flags are all documented. That every link of every page resolves is
+tests/docs/test_links.py's."""
 
 from __future__ import annotations
 
@@ -9,54 +10,16 @@ import re
 import shlex
 from pathlib import Path
 
-import pytest
-
 from specserve_exporter.config import build_parser
+from tests.docs.test_links import links
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
-CHART_README = ROOT / "charts" / "specserve" / "README.md"
-PAGES = sorted([README, CHART_README, *(ROOT / "docs").rglob("*.md")])
-# [text](target) outside code; images too. Targets with a scheme are not checked (no network).
-LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
-FENCE = re.compile(r"^```.*?^```", re.S | re.M)
-
-
-def _prose(path: Path) -> str:
-    text = FENCE.sub("", path.read_text(encoding="utf-8"))
-    return re.sub(r"`[^`\n]*`", "", text)
-
-
-def _slug(heading: str) -> str:
-    # GitHub's anchor: lower case, punctuation dropped (except - and _), spaces to hyphens.
-    text = re.sub(r"`", "", heading.strip().lower())
-    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
-
-
-def _anchors(path: Path) -> set[str]:
-    text = FENCE.sub("", path.read_text(encoding="utf-8"))
-    return {_slug(h) for h in re.findall(r"^#{1,6} (.+)$", text, flags=re.M)}
-
-
-def _links() -> list[tuple[Path, str]]:
-    return [(page, target) for page in PAGES for target in LINK.findall(_prose(page))]
-
-
-@pytest.mark.parametrize(("page", "target"), _links(), ids=lambda v: str(v))
-def test_every_link_resolves(page: Path, target: str) -> None:
-    if re.match(r"^[a-z]+:", target):
-        return  # https:, mailto: ... : not fetched
-    file, _, anchor = target.partition("#")
-    dest = (page.parent / file).resolve() if file else page
-    where = f"{page.relative_to(ROOT)}: link {target}"
-    assert dest.exists(), f"{where}: {file} does not exist"
-    if anchor:
-        assert dest.suffix == ".md", f"{where}: an anchor into a file that is not Markdown"
-        assert anchor in _anchors(dest), f"{where}: no heading #{anchor} in {file or page.name}"
 
 
 def test_readme_links_every_doc_page() -> None:
-    linked = {(README.parent / t.partition("#")[0]).resolve() for t in LINK.findall(_prose(README))}
+    readme = README.read_text(encoding="utf-8")
+    linked = {(README.parent / t.partition("#")[0]).resolve() for _, t in links(readme)}
     pages = {p.resolve() for p in (ROOT / "docs").glob("*.md")}
     assert not pages - linked, f"docs pages the README does not link: {sorted(pages - linked)}"
 
