@@ -216,8 +216,12 @@ def _write_yaml(text: str, pin: Pin, new: str) -> str:
 def _check_only_pins_changed(before: str, after: str, written: Mapping[Pin, str]) -> None:
     """A YAML file's rewrite changed its pins' values and nothing else: the line-level edit
     must never misread the document's structure."""
-    expected, got = _yaml(before), _yaml(after)
     path = next(iter(written)).path
+    expected = _yaml(before)
+    try:
+        got = _yaml(after)
+    except yaml.YAMLError:
+        got = None
     for pin, new in written.items():
         *parents, last = pin.key.split(".")
         parent = _lookup(expected, ".".join(parents), path) if parents else expected
