@@ -180,8 +180,8 @@ def _speculation(args: argparse.Namespace) -> SpeculationConfig:
     adaptive = bool(args.adaptive)
     if args.profile:
         # Imported here: the profile library pulls in jsonschema, which --help does not need.
-        from specserve.profile import ProfileError, load_profile
         from specserve.profile.facts import facts
+        from specserve.profile.loader import ProfileError, load_profile
 
         try:
             loaded = load_profile(Path(args.profile))

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from specserve.nccl.machine import Plan
-from specserve.nccl.presets import REFERENCE, BenchPreset, Selection
+from specserve.nccl.presets import REFERENCE, Selection
 from specserve.nccl.report import (
     SCHEMA_VERSION,
     add_speedups,
@@ -22,6 +22,7 @@ from specserve.nccl.report import (
 )
 from specserve.nccl.runner import run_preset
 from specserve.nccl.sizes import DTYPE_BYTES, MessageSize
+from specserve.profile.nccl import NcclPreset
 
 # What SGLang's server sets for itself before NCCL starts (`_set_envs_and_config` in
 # sglang/srt/entrypoints/engine.py), at its defaults, so every preset, `default` included, is
@@ -121,7 +122,7 @@ def run_benchmark(plan: Plan, selection: Selection, config: BenchConfig) -> dict
 
 
 def measure_preset(
-    preset: BenchPreset,
+    preset: NcclPreset,
     plan: Plan,
     config: BenchConfig,
     spec: Mapping[str, Any],

@@ -15,7 +15,6 @@ from typing import Any
 
 from specserve.nccl.machine import MachineError, default_python, plan, probe_torch
 from specserve.nccl.presets import (
-    BenchPreset,
     PresetError,
     builtin_presets,
     load_presets_json,
@@ -29,6 +28,7 @@ from specserve.nccl.sizes import (
     default_sizes,
     parse_sizes,
 )
+from specserve.profile.nccl import TOPOLOGIES, NcclPreset
 
 EXIT_OK, EXIT_PRESET_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -67,7 +67,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--topology",
-        choices=("auto", "pcie", "nvlink", "any"),
+        choices=("auto", *TOPOLOGIES),
         default="auto",
         help="GPU interconnect the presets are validated against (auto: nvidia-smi topo -m)",
     )
@@ -131,7 +131,7 @@ def _split(text: str) -> list[str]:
     return [item.strip() for item in text.split(",") if item.strip()]
 
 
-def _load_presets(args: argparse.Namespace) -> dict[str, BenchPreset]:
+def _load_presets(args: argparse.Namespace) -> dict[str, NcclPreset]:
     if args.presets_json is not None:
         return load_presets_json(args.presets_json)
     return builtin_presets()

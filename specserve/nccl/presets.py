@@ -1,82 +1,40 @@
 """Which presets to measure, and which to refuse, for the node's topology.
 
-Presets come from the profile schema (`specserve.profile.nccl`, stdlib-only, so it imports inside
-the SGLang image) or from a JSON file written by `--dump-presets` or by hand. `default` (no NCCL
-variable at all) is always measured first: every other preset is reported relative to it.
+Presets are the profile schema's own (`specserve.profile.nccl`: the preset type, the topologies
+and the validator, stdlib-only, so they import inside the SGLang image) or come from a JSON file
+written by `--dump-presets` or by hand. `default` (no NCCL variable at all) is always measured
+first: every other preset is reported relative to it.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
-import sys
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from types import ModuleType
-from typing import Any
+from typing import Any, cast
 
-import specserve
+from specserve.profile.issues import Severity
+from specserve.profile.nccl import PRESETS, TOPOLOGIES, NcclPreset, Topology, validate_nccl_env
 
 REFERENCE = "default"
-TOPOLOGIES: tuple[str, ...] = ("pcie", "nvlink", "any")
 
 
 class PresetError(ValueError):
     """A preset request or presets file that cannot be used; the message says how to fix it."""
 
 
-@dataclass(frozen=True)
-class BenchPreset:
-    name: str
-    description: str
-    topology: str
-    env: dict[str, str] = field(default_factory=dict)
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+def builtin_presets() -> dict[str, NcclPreset]:
+    """The profile schema's presets, each with its own copy of its environment."""
+    return {name: replace(p, env=dict(p.env)) for name, p in PRESETS.items()}
 
 
-REFERENCE_PRESET = BenchPreset(
-    REFERENCE, "NCCL's own defaults: no NCCL_* variable is set", "any", {}
-)
-
-
-def _profile_nccl() -> ModuleType:
-    """specserve.profile.nccl, even where the profile package's own imports are missing.
-
-    `specserve/profile/__init__.py` loads the YAML profile machinery (PyYAML, jsonschema), which
-    the SGLang image lacks; the nccl and issues modules themselves are stdlib-only. If the
-    package import fails, register a bare package object for `specserve.profile` (the directory
-    only, without running its __init__) so those two modules import on their own.
-    """
-    try:
-        return importlib.import_module("specserve.profile.nccl")
-    except ImportError as exc:
-        if (exc.name or "").startswith("specserve.profile"):
-            raise  # the module itself is missing: nothing to work around
-        blocked_by = exc.name or str(exc)
-    package_dir = Path(specserve.__file__).resolve().parent / "profile"
-    bare = ModuleType("specserve.profile")
-    bare.__path__ = [str(package_dir)]
-    bare.__doc__ = f"bare package: the real __init__ needs {blocked_by}, absent here"
-    sys.modules["specserve.profile"] = bare
-    return importlib.import_module("specserve.profile.nccl")
-
-
-def builtin_presets() -> dict[str, BenchPreset]:
-    return {
-        name: BenchPreset(p.name, p.description, str(p.topology), dict(p.env))
-        for name, p in _profile_nccl().PRESETS.items()
-    }
-
-
-def presets_document(presets: Mapping[str, BenchPreset]) -> dict[str, Any]:
+def presets_document(presets: Mapping[str, NcclPreset]) -> dict[str, Any]:
     """The --presets-json format (what --dump-presets writes)."""
-    return {"presets": [p.as_dict() for p in presets.values()]}
+    return {"presets": [asdict(p) for p in presets.values()]}
 
 
-def _preset_from_json(item: object, where: str) -> BenchPreset:
+def _preset_from_json(item: object, where: str) -> NcclPreset:
     if not isinstance(item, dict):
         raise PresetError(f"{where}: expected an object with name, topology, env")
     name = item.get("name")
@@ -96,10 +54,10 @@ def _preset_from_json(item: object, where: str) -> BenchPreset:
     description = item.get("description", "")
     if not isinstance(description, str):
         raise PresetError(f"{where}.description: must be a string")
-    return BenchPreset(name, description, topology, dict(env))
+    return NcclPreset(name, description, cast(Topology, topology), dict(env))
 
 
-def load_presets_json(path: Path) -> dict[str, BenchPreset]:
+def load_presets_json(path: Path) -> dict[str, NcclPreset]:
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
@@ -111,7 +69,7 @@ def load_presets_json(path: Path) -> dict[str, BenchPreset]:
         raise PresetError(
             f'--presets-json {path}: expected {{"presets": [{{"name": ..., "env": {{...}}}}]}}'
         )
-    presets: dict[str, BenchPreset] = {}
+    presets: dict[str, NcclPreset] = {}
     for index, item in enumerate(items):
         preset = _preset_from_json(item, f"{path}: presets[{index}]")
         if preset.name in presets:
@@ -122,27 +80,22 @@ def load_presets_json(path: Path) -> dict[str, BenchPreset]:
 
 @dataclass
 class Selection:
-    run: list[BenchPreset]
-    refused: list[tuple[BenchPreset, list[str]]] = field(default_factory=list)
-    skipped: list[tuple[BenchPreset, str]] = field(default_factory=list)
+    run: list[NcclPreset]
+    refused: list[tuple[NcclPreset, list[str]]] = field(default_factory=list)
+    skipped: list[tuple[NcclPreset, str]] = field(default_factory=list)
     notes: dict[str, list[str]] = field(default_factory=dict)
 
 
-def _validate(preset: BenchPreset, topology: str) -> tuple[list[str], list[str]]:
+def _validate(preset: NcclPreset, topology: str) -> tuple[list[str], list[str]]:
     """(errors, warnings) from the profile schema's validator, rendered as messages."""
-    profile_nccl = _profile_nccl()
-    from specserve.profile.issues import Severity
-
-    issues = profile_nccl.validate_nccl_env(
-        preset.env, topology, field_prefix=f"presets.{preset.name}"
-    )
+    issues = validate_nccl_env(preset.env, topology, field_prefix=f"presets.{preset.name}")
     errors = [i.render() for i in issues if i.severity is Severity.ERROR]
     warnings = [i.render() for i in issues if i.severity is Severity.WARNING]
     return errors, warnings
 
 
 def select_presets(
-    available: Mapping[str, BenchPreset],
+    available: Mapping[str, NcclPreset],
     requested: list[str] | None,
     topology: str,
     force: bool = False,
@@ -155,7 +108,7 @@ def select_presets(
     """
     if topology not in TOPOLOGIES:
         raise PresetError(f"topology {topology!r} is not one of {', '.join(TOPOLOGIES)}")
-    reference = available.get(REFERENCE, REFERENCE_PRESET)
+    reference = available.get(REFERENCE, PRESETS[REFERENCE])
     if reference.env:
         raise PresetError(
             f"preset {REFERENCE!r} must set no variables (it is the NCCL-defaults reference), "

@@ -10,15 +10,16 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from specserve.nccl.presets import REFERENCE, BenchPreset
+from specserve.nccl.presets import REFERENCE
 from specserve.nccl.sizes import MessageSize
 from specserve.nccl.stats import speedup, summarize
+from specserve.profile.nccl import NcclPreset
 
 SCHEMA_VERSION = 1
 
 
 def preset_entry(
-    preset: BenchPreset,
+    preset: NcclPreset,
     status: str,
     error: str | None = None,
     notes: Sequence[str] = (),

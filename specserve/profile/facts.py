@@ -5,8 +5,8 @@ read these instead of working a fact out again; the Helm chart derives at render
 Kubernetes needs (GPU resources, ports, the log volume), and tests/helm/test_profile_facts_parity.py
 proves the chart's derivations equal these for every shipped and CI profile.
 
-The module imports nothing else of the profile library at run time, so the model and the schema
-can take their constants from it.
+It reads a loaded profile, so it stands above the loader, the model and the tree; the constants
+those need sit below them (algorithms.py, endpoints.py).
 """
 
 from __future__ import annotations
@@ -14,80 +14,20 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from specserve.profile.model import Profile
-
-# The algorithms the product supports (its checks, tuning and gate are written for them); SGLang
-# upper-cases the name (speculative_hook.handle_speculative_decoding), so the schema also takes
-# the lower-case spelling and the model keeps the canonical upper-case one. The block drafters
-# DFLASH and DSPARK (speculative_hook.py `_handle_dflash` / `_handle_dspark`, both verified
-# versions) are checked like the others (checks/speculative.py), and so is FROZEN_KV_MTP (a
-# Gemma-4 assistant drafter: what SGLang runs EAGLE / NEXTN as with one, `_handle_frozen_kv_mtp`).
-# UNO (a LoRA on the target itself, `--uno-lora-path`, FA3 only, TP 1, `_handle_uno`) too
-# (checks/uno.py).
-SPECULATIVE_ALGORITHMS: tuple[str, ...] = (
-    "EAGLE",
-    "EAGLE3",
-    "NEXTN",
-    "STANDALONE",
-    "NGRAM",
-    "DFLASH",
-    "DSPARK",
-    "FROZEN_KV_MTP",
-    "UNO",
+from specserve.profile.adaptive import adaptive_kept
+from specserve.profile.endpoints import (
+    HEALTH_PATH,
+    LIVENESS_PATH,
+    METRICS_PATH,
+    probe_host,
+    url_host,
 )
-# The block drafters: one draft step of a whole block, top-k 1; the block size is the count.
-BLOCK_ALGORITHMS: tuple[str, ...] = ("DFLASH", "DSPARK")
-# The drafter classes SGLang runs as FROZEN_KV_MTP (`_resolve_speculative_algorithm_alias` promotes
-# EAGLE / NEXTN with one, refuses EAGLE3), 0.5.21 and 0.5.23: Gemma 4's assistant drafters.
-FROZEN_KV_MTP_DRAFTERS: tuple[str, ...] = (
-    "Gemma4AssistantForCausalLM",
-    "Gemma4UnifiedAssistantForCausalLM",
-)
-# SGLang built-ins the profile refuses, with why (schema.py's message): none today. A built-in a
-# new SGLang version adds goes here until its checks exist, so it never starts unchecked.
-REFUSED_ALGORITHMS: dict[str, str] = {}
-NO_SPECULATION = "none"
-
-# A server bound to every address is probed on loopback from its own host.
-WILDCARD_HOSTS: tuple[str, ...] = ("0.0.0.0", "::", "")
-LOOPBACK = "127.0.0.1"
-
-# SGLang's endpoints (entrypoints/http_server.py). The gate: a real one-token generation, 503
-# until warm-up is done. Liveness: answers at once, generates nothing. Prometheus text, served
-# only with --enable-metrics (server.enable_metrics).
-HEALTH_PATH = "/health_generate"
-LIVENESS_PATH = "/ready"
-METRICS_PATH = "/metrics"
-
-
-def speculates(algorithm: object) -> bool:
-    """Whether a drafter.algorithm value (any case, as written or canonical) turns speculation
-    on: every algorithm but `none`; no value (no drafter) means no speculation."""
-    return isinstance(algorithm, str) and algorithm.lower() != NO_SPECULATION
-
-
-def document_speculates(doc: Mapping[str, Any]) -> bool:
-    """`speculates` for a profile document as written (before the schema or the model)."""
-    drafter = doc.get("drafter")
-    return isinstance(drafter, Mapping) and speculates(drafter.get("algorithm"))
-
-
-def gpus_needed(tp: int, dp: int, enable_dp_attention: bool) -> int:
-    """GPUs a tp/dp layout occupies. With DP attention the DP ranks live inside the TP group;
-    without it each DP replica is a full TP group of its own."""
-    return tp if enable_dp_attention else tp * dp
-
-
-def probe_host(host: str) -> str:
-    """The address a client on the server's own host uses: loopback for a wildcard bind."""
-    return LOOPBACK if host in WILDCARD_HOSTS else host
-
-
-def _url_host(host: str) -> str:
-    return f"[{host}]" if ":" in host else host
+from specserve.profile.loader import load_profile, read_document
+from specserve.profile.model import Profile
+from specserve.profile.sglang import sglang_contract
+from specserve.profile.tree import effective_tree
 
 
 @dataclass(frozen=True)
@@ -103,7 +43,7 @@ class ProfileFacts:
     # refuses as unknowable (left to SGLang without target.architecture).
     draft_tokens: int | None
     gpu_count: int  # GPUs the deployment takes (gpu.count; 0: the CPU stand-in)
-    gpus_needed: int  # what tp/dp occupy (the `gpus_needed` rule); the checks compare the two
+    gpus_needed: int  # what tp/dp occupy (model.gpus_needed); the checks compare the two
     # (over several nodes with nodes_count x gpu_count)
     gpu_min_memory_gib: float
     gpu_topology: str
@@ -137,7 +77,7 @@ class ProfileFacts:
 
     @property
     def server_url(self) -> str:
-        return f"http://{_url_host(self.probe_host)}:{self.server_port}"
+        return f"http://{url_host(self.probe_host)}:{self.server_port}"
 
     @property
     def health_url(self) -> str:
@@ -195,10 +135,6 @@ class ProfileFacts:
 def facts(profile: Profile, document: Mapping[str, Any] | None = None) -> ProfileFacts:
     """The facts of `profile`. `document` (the profile as written) supplies the model paths as
     written; without it they are the profile's own (relative paths resolved against its file)."""
-    from specserve.profile.checks.adaptive import adaptive_kept
-    from specserve.profile.tree import effective_tree
-    from specserve.upstream import sglang_contract
-
     spec = profile.speculative
     # The pinned version's choice: every verified version picks the same trees
     # (tests/contract/test_effective_tree.py resolves each with SGLang's code).
@@ -209,7 +145,6 @@ def facts(profile: Profile, document: Mapping[str, Any] | None = None) -> Profil
     if document is not None:
         target_path = document["target"]["path"]
         drafter_path = (document.get("drafter") or {}).get("path")
-    par = profile.parallelism
     return ProfileFacts(
         name=profile.name,
         speculating=spec is not None,
@@ -217,7 +152,7 @@ def facts(profile: Profile, document: Mapping[str, Any] | None = None) -> Profil
         draft_tokens=None if tree is None else tree.draft_tokens,
         adaptive=adaptive_kept(profile),
         gpu_count=profile.gpu.count,
-        gpus_needed=gpus_needed(par.tp, par.dp, par.enable_dp_attention),
+        gpus_needed=profile.parallelism.gpus_needed,
         nodes_count=profile.nodes.count,
         rendezvous_host=profile.nodes.rendezvous_host or "",
         rendezvous_port=profile.nodes.rendezvous_port,
@@ -242,7 +177,5 @@ def facts(profile: Profile, document: Mapping[str, Any] | None = None) -> Profil
 def load_facts(path: str | os.PathLike[str]) -> ProfileFacts:
     """Load, schema-check (ProfileError on failure) and derive the facts of the file `path`,
     with the model paths as written in it."""
-    from specserve.profile.loader import load_profile, read_document
-
     profile = load_profile(path)
     return facts(profile, read_document(path))

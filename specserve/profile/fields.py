@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from specserve.buckets import BUCKET_LABELS
-from specserve.profile.facts import NO_SPECULATION, SPECULATIVE_ALGORITHMS
+from specserve.profile.algorithms import NO_SPECULATION, SPECULATIVE_ALGORITHMS
 from specserve.profile.nccl import PRESETS
 
 Schema = dict[str, Any]

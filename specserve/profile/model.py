@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from specserve.profile.facts import NO_SPECULATION, gpus_needed, speculates
+from specserve.profile.algorithms import NO_SPECULATION, speculates
 from specserve.profile.fields import BY_PATH, default_of
 
 
@@ -55,6 +55,12 @@ class Drafter:
     @property
     def enabled(self) -> bool:
         return speculates(self.algorithm)
+
+
+def gpus_needed(tp: int, dp: int, enable_dp_attention: bool) -> int:
+    """GPUs a tp/dp layout occupies. With DP attention the DP ranks live inside the TP group;
+    without it each DP replica is a full TP group of its own."""
+    return tp if enable_dp_attention else tp * dp
 
 
 @dataclass(frozen=True)

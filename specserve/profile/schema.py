@@ -9,7 +9,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
-from specserve.profile.facts import NO_SPECULATION, REFUSED_ALGORITHMS, SPECULATIVE_ALGORITHMS
+from specserve.profile.algorithms import NO_SPECULATION, REFUSED_ALGORITHMS, SPECULATIVE_ALGORITHMS
 from specserve.profile.fields import build_schema
 from specserve.profile.issues import Issue, error
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from specserve.profile.facts import speculates
+from specserve.profile.algorithms import speculates
 from specserve.upstream import PINNED_VERSION, VERIFIED_VERSIONS, sglang_contract
 from specserve.upstream import SGLangContract as Contract
 

@@ -11,7 +11,7 @@ resolution (arg_groups/speculative_hook.py, every verified version) decides it s
   must match); DSPARK (`_handle_dspark`): the block size gamma + 1, or the count given. Neither
   given, SGLang reads the drafter's config.json: the count is then unknown here, and `check`
   asks for the block size (checks/speculative.py);
-- adaptive (kept on: checks/adaptive.py): `_init_adaptive_speculative_params` starts at the
+- adaptive (kept on: profile/adaptive.py): `_init_adaptive_speculative_params` starts at the
   config's middle candidate step (or the given one) with steps + 1 draft tokens;
 - the EAGLE family with no tree: `_auto_choose_speculative_params`, by the algorithm (STANDALONE)
   or the target's architecture (config.json `architectures[0]`: `target.architecture` in the
@@ -28,7 +28,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from specserve.adaptive import AdaptiveConfigError, candidate_steps, load_config, start_steps
-from specserve.profile.facts import BLOCK_ALGORITHMS
+from specserve.profile.adaptive import adaptive_kept
+from specserve.profile.algorithms import BLOCK_ALGORITHMS
 from specserve.profile.model import Profile
 from specserve.profile.sglang import Contract
 
@@ -62,8 +63,6 @@ class EffectiveTree:
 def architecture_dependent(profile: Profile) -> bool:
     """Whether the tree is SGLang's per-architecture choice: the EAGLE family (not STANDALONE,
     not adaptive) with no tree parameter set."""
-    from specserve.profile.checks.adaptive import adaptive_kept
-
     d = profile.speculative
     return (
         d is not None
@@ -79,8 +78,6 @@ def effective_tree(profile: Profile, contract: Contract) -> EffectiveTree | None
     """The tree SGLang `contract.version` runs for `profile`; None without speculation, for a
     partial tree SGLang refuses (checks/speculative.py says so), or where the choice is by
     architecture and `target.architecture` is unset."""
-    from specserve.profile.checks.adaptive import adaptive_kept
-
     d = profile.speculative
     if d is None:
         return None

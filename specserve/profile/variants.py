@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from specserve.profile.facts import document_speculates
+from specserve.profile.algorithms import document_speculates
 from specserve.profile.model import canonical_algorithm
 from specserve.profile.sglang import resolve_version, sglang_contract, speculative_running_cap
 

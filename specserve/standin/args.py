@@ -39,7 +39,7 @@ from specserve.adaptive import (
     unsupported_reason,
 )
 from specserve.profile import uno
-from specserve.profile.facts import FROZEN_KV_MTP_DRAFTERS
+from specserve.profile.algorithms import FROZEN_KV_MTP_DRAFTERS
 from specserve.profile.tree import NGRAM_DEFAULT_DRAFT_TOKENS
 from specserve.standin import STANDIN_NAME, STANDIN_NOTICE
 from specserve.standin.blocks import (

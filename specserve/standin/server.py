@@ -27,7 +27,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from specserve.profile.facts import probe_host
+from specserve.profile.endpoints import probe_host
 from specserve.standin import STANDIN_NAME, STANDIN_NOTICE
 from specserve.standin.args import ResolutionError, StandinArgs, architectures, parse_args
 from specserve.standin.behaviour import BehaviourError, BehaviourSource, load_json_or_none

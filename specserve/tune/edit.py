@@ -15,7 +15,7 @@ from typing import Any
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap
 
-from specserve.profile.facts import document_speculates
+from specserve.profile.algorithms import document_speculates
 from specserve.profile.likeness import SETTINGS as BASELINE_SETTINGS
 from specserve.profile.variants import speculative_max_running_requests
 from specserve.tune.errors import TuneError

@@ -9,8 +9,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from specserve.profile.algorithms import document_speculates
 from specserve.profile.checks import CheckOptions, run_checks
-from specserve.profile.facts import document_speculates
 from specserve.profile.model import profile_from_document
 from specserve.profile.schema import schema_issues
 from specserve.profile.variants import speculative_max_running_requests

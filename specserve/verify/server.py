@@ -8,7 +8,7 @@ from typing import Any
 
 import requests
 
-from specserve.profile.facts import HEALTH_PATH
+from specserve.profile.endpoints import HEALTH_PATH
 from specserve.secrets import Redactor, secrets_in_server_info
 
 __all__ = ["APIS", "HEALTH_PATH", "SERVER_INFO_PATHS", "RequestFailed", "call",

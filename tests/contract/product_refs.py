@@ -263,10 +263,10 @@ _FACT_URLS = re.compile(r"specserve_facts\.(health_url|ready_url|metrics_url|ser
 
 
 def _fact_paths(text: str) -> Iterator[str]:
-    from specserve.profile import facts
+    from specserve.profile import endpoints
 
-    by_key = {"health_url": facts.HEALTH_PATH, "ready_url": facts.LIVENESS_PATH,
-              "metrics_url": facts.METRICS_PATH, "server_url": ""}  # fmt: skip
+    by_key = {"health_url": endpoints.HEALTH_PATH, "ready_url": endpoints.LIVENESS_PATH,
+              "metrics_url": endpoints.METRICS_PATH, "server_url": ""}  # fmt: skip
     for match in _FACT_URLS.finditer(text):
         path = by_key[match[1]] + (match[2] or "")
         if path:
@@ -454,7 +454,7 @@ def _verify_default(dest: str) -> float | None:
 def verify_calls() -> list[EndpointCall]:
     """What `specserve verify` requests (Ansible's gate and the Helm test run it): the health
     path from facts (keyless: the gate's first request, a poll), then the paths in its code."""
-    from specserve.profile.facts import HEALTH_PATH
+    from specserve.profile.endpoints import HEALTH_PATH
 
     paths = sorted((ROOT / "specserve" / "verify").glob("*.py"))
     # Its health request waits --request-timeout: the CLI's default, or what each caller passes.

@@ -71,7 +71,7 @@ def test_docs_list_every_exporter_flag() -> None:
 def test_the_algorithms_page_has_a_row_for_every_algorithm_sglang_ships() -> None:
     """docs/algorithms.md's table: every profile choice in its `drafter.algorithm` column, and
     every SGLang built-in the schema refuses as a refused row; nothing else."""
-    from specserve.profile.facts import REFUSED_ALGORITHMS, SPECULATIVE_ALGORITHMS
+    from specserve.profile.algorithms import REFUSED_ALGORITHMS, SPECULATIVE_ALGORITHMS
 
     rows = [line.split("|") for line in (ROOT / "docs" / "algorithms.md").read_text(
         encoding="utf-8").splitlines() if line.startswith("| [")]  # fmt: skip

@@ -123,7 +123,7 @@ def test_the_corpus_holds_decode_lines_of_every_algorithm_a_profile_takes(versio
     """SGLang's formatter was given each algorithm (NEXTN is SGLang's alias of EAGLE), and each
     speculative one printed its accept length: the exporter reads every one of them (the parser
     tests below go over every line)."""
-    from specserve.profile.facts import SPECULATIVE_ALGORITHMS
+    from specserve.profile.algorithms import SPECULATIVE_ALGORITHMS
 
     _, expected = corpus(version)
     decode = [row for row in expected if row["kind"] == "decode"]

@@ -18,14 +18,8 @@ import pytest
 import yaml
 
 from specserve.profile.checks.parallelism import check_parallelism
-from specserve.profile.facts import (
-    HEALTH_PATH,
-    LIVENESS_PATH,
-    METRICS_PATH,
-    ProfileFacts,
-    facts,
-    load_facts,
-)
+from specserve.profile.endpoints import HEALTH_PATH, LIVENESS_PATH, METRICS_PATH
+from specserve.profile.facts import ProfileFacts, facts, load_facts
 from specserve.profile.issues import errors
 from specserve.profile.model import profile_from_document
 from specserve.profile.schema import schema_issues

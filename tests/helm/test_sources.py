@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from specserve.profile import load_profile
+from specserve.profile.loader import load_profile
 from tests.helm.conftest import CHART, REPO, Rendered
 
 KIMI = REPO / "profiles" / "kimi-k2.5-int4-eagle3-8gpu.yaml"

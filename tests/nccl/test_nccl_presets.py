@@ -4,18 +4,17 @@ import pytest
 
 from specserve.nccl.presets import (
     REFERENCE,
-    BenchPreset,
     PresetError,
     builtin_presets,
     load_presets_json,
     presets_document,
     select_presets,
 )
-from specserve.profile.nccl import PRESETS
+from specserve.profile.nccl import PRESETS, NcclPreset
 
-LL128 = BenchPreset("ll128", "forces LL128", "any", {"NCCL_PROTO": "LL128"})
-SIMPLE = BenchPreset("simple", "forces Simple", "any", {"NCCL_PROTO": "Simple"})
-NVL = BenchPreset("nvl-only", "", "nvlink", {"NCCL_ALGO": "NVLS"})
+LL128 = NcclPreset("ll128", "forces LL128", "any", {"NCCL_PROTO": "LL128"})
+SIMPLE = NcclPreset("simple", "forces Simple", "any", {"NCCL_PROTO": "Simple"})
+NVL = NcclPreset("nvl-only", "", "nvlink", {"NCCL_ALGO": "NVLS"})
 
 
 def test_builtin_presets_are_the_profile_schema_presets():
@@ -92,7 +91,7 @@ def test_unknown_preset_names_the_available_ones():
 
 
 def test_reference_must_be_empty():
-    bad = {REFERENCE: BenchPreset(REFERENCE, "", "any", {"NCCL_PROTO": "LL"})}
+    bad = {REFERENCE: NcclPreset(REFERENCE, "", "any", {"NCCL_PROTO": "LL"})}
     with pytest.raises(PresetError, match=r"must set no variables.*NCCL_PROTO"):
         select_presets(bad, None, "pcie")
 

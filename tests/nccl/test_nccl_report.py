@@ -1,6 +1,6 @@
 import pytest
 
-from specserve.nccl.presets import REFERENCE, BenchPreset
+from specserve.nccl.presets import REFERENCE
 from specserve.nccl.report import (
     add_speedups,
     aggregate,
@@ -10,9 +10,10 @@ from specserve.nccl.report import (
     render_markdown,
 )
 from specserve.nccl.sizes import parse_sizes
+from specserve.profile.nccl import NcclPreset
 
 SIZES = parse_sizes("1,16MiB", 7168, "bfloat16")
-FAST = BenchPreset("fast", "", "pcie", {"NCCL_PROTO": "LL"})
+FAST = NcclPreset("fast", "", "pcie", {"NCCL_PROTO": "LL"})
 
 
 def rank_report(rank, env, times, correct=True):
@@ -79,9 +80,9 @@ def test_expected_env_merges_extra_env_and_keeps_only_nccl():
 
 
 def test_speedups_are_relative_to_default_per_size():
-    default = measured(BenchPreset(REFERENCE, "", "any", {}), 20.0, 4000.0)
+    default = measured(NcclPreset(REFERENCE, "", "any", {}), 20.0, 4000.0)
     fast = measured(FAST, 10.0, 8000.0)
-    broken = preset_entry(BenchPreset("broken", "", "any", {}), "failed", error="boom")
+    broken = preset_entry(NcclPreset("broken", "", "any", {}), "failed", error="boom")
     add_speedups([default, fast, broken])
     assert [r["speedup_vs_default"] for r in default["results"]] == [1.0, 1.0]
     assert [r["speedup_vs_default"] for r in fast["results"]] == [2.0, 0.5]
@@ -89,16 +90,16 @@ def test_speedups_are_relative_to_default_per_size():
 
 
 def test_no_speedups_when_default_failed():
-    default = preset_entry(BenchPreset(REFERENCE, "", "any", {}), "failed", error="x")
+    default = preset_entry(NcclPreset(REFERENCE, "", "any", {}), "failed", error="x")
     fast = measured(FAST, 10.0, 8000.0)
     add_speedups([default, fast])
     assert [r["speedup_vs_default"] for r in fast["results"]] == [None, None]
 
 
 def test_markdown_has_summary_detail_and_not_measured_sections():
-    default = measured(BenchPreset(REFERENCE, "", "any", {}), 20.0, 4000.0)
+    default = measured(NcclPreset(REFERENCE, "", "any", {}), 20.0, 4000.0)
     fast = measured(FAST, 10.0, 8000.0)
-    refused = preset_entry(BenchPreset("ll128", "", "any", {}), "refused", error="error: LL128")
+    refused = preset_entry(NcclPreset("ll128", "", "any", {}), "refused", error="error: LL128")
     add_speedups([default, fast])
     plan_info = {
         "world_size": 2,

@@ -8,6 +8,8 @@ import sys
 
 import pytest
 
+from specserve.profile.nccl import PRESETS
+
 # specserve's other dependencies; none is in the SGLang image.
 ABSENT = ("yaml", "jsonschema", "prometheus_client", "jinja2", "requests", "docker", "kubernetes")
 
@@ -27,8 +29,20 @@ runpy.run_module("specserve.nccl", run_name="__main__")
 """
 
 
-@pytest.mark.slow
-def test_parent_without_torch_or_deps_drives_torch_workers(tmp_path):
+# What the parent imports, where the profile's loader cannot be imported: the presets and their
+# validator are the profile schema's own module, reached through a package face that imports
+# nothing (no bare-package workaround, no copy of the presets).
+PRESETS_WITHOUT_LOADER = """
+import sys
+from specserve.nccl import cli, presets
+from specserve.profile import nccl
+assert "specserve.profile.loader" not in sys.modules, sorted(sys.modules)
+assert presets.builtin_presets() == nccl.PRESETS
+print(",".join(presets.builtin_presets()))
+"""
+
+
+def _blocked_env(tmp_path):
     blocker = tmp_path / "blocked"
     blocker.mkdir()
     for name in ABSENT:
@@ -36,7 +50,20 @@ def test_parent_without_torch_or_deps_drives_torch_workers(tmp_path):
             f"raise ModuleNotFoundError('{name} is not in the SGLang image', name='{name}')\n"
         )
     # PYTHONPATH comes before site-packages, in the parent and in every worker.
-    env = {**os.environ, "PYTHONPATH": str(blocker)}
+    return {**os.environ, "PYTHONPATH": str(blocker)}
+
+
+def test_presets_are_the_profile_schemas_own_without_its_loader(tmp_path):
+    done = subprocess.run([sys.executable, "-c", PRESETS_WITHOUT_LOADER],
+                          env=_blocked_env(tmp_path), capture_output=True, text=True, timeout=60,
+                          check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == ",".join(PRESETS)
+
+
+@pytest.mark.slow
+def test_parent_without_torch_or_deps_drives_torch_workers(tmp_path):
+    env = _blocked_env(tmp_path)
     probe = subprocess.run(
         [sys.executable, "-c", "import yaml"], env=env, capture_output=True, text=True, check=False
     )

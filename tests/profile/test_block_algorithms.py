@@ -16,8 +16,12 @@ from typing import Any
 import pytest
 import yaml
 
+from specserve.profile.algorithms import (
+    BLOCK_ALGORITHMS,
+    FROZEN_KV_MTP_DRAFTERS,
+    SPECULATIVE_ALGORITHMS,
+)
 from specserve.profile.checks import CheckOptions, run_checks
-from specserve.profile.facts import BLOCK_ALGORITHMS, FROZEN_KV_MTP_DRAFTERS, SPECULATIVE_ALGORITHMS
 from specserve.profile.issues import Issue
 from specserve.profile.model import profile_from_document
 from specserve.profile.schema import schema_issues
@@ -173,7 +177,7 @@ def test_a_builtin_the_profile_does_not_take_is_refused_saying_why(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # What the schema says of a built-in a new SGLang adds before its checks exist.
-    from specserve.profile.facts import REFUSED_ALGORITHMS
+    from specserve.profile.algorithms import REFUSED_ALGORITHMS
 
     assert REFUSED_ALGORITHMS == {}
     monkeypatch.setitem(REFUSED_ALGORITHMS, "MEDUSA", "MEDUSA heads have no checks yet")

@@ -7,7 +7,7 @@ import json
 import pytest
 from helpers import FIXTURES, check_json, kimi_doc, write_doc
 
-from specserve.profile import load_profile
+from specserve.profile.loader import load_profile
 from specserve.profile.render import render
 
 

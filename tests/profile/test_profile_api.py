@@ -8,8 +8,9 @@ import pytest
 from helpers import KIMI, REPO, kimi_doc, run_cli, write_doc
 
 from specserve.buckets import BUCKET_LABELS
-from specserve.profile import Profile, ProfileError, load_profile
 from specserve.profile.facts import facts
+from specserve.profile.loader import ProfileError, load_profile
+from specserve.profile.model import Profile
 from specserve.profile.schema import profile_schema
 
 

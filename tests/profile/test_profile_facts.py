@@ -8,18 +8,15 @@ from typing import Any
 import pytest
 import yaml
 
-from specserve.profile.facts import (
+from specserve.profile.algorithms import (
     NO_SPECULATION,
     SPECULATIVE_ALGORITHMS,
-    ProfileFacts,
     document_speculates,
-    facts,
-    gpus_needed,
-    load_facts,
-    probe_host,
     speculates,
 )
-from specserve.profile.model import profile_from_document
+from specserve.profile.endpoints import probe_host
+from specserve.profile.facts import ProfileFacts, facts, load_facts
+from specserve.profile.model import gpus_needed, profile_from_document
 from specserve.profile.schema import profile_schema, schema_issues
 
 REPO = Path(__file__).resolve().parents[2]

@@ -13,8 +13,8 @@ import time
 import pytest
 from helpers import REPO, SHIPPED, kimi_doc, run_cli, write_doc
 
-from specserve.profile import load_profile
 from specserve.profile.flags import OWNED_FLAGS
+from specserve.profile.loader import load_profile
 from specserve.profile.nodes import Placement
 from specserve.profile.render import Rendered, argv_with_secret, format_shell, render
 

@@ -17,9 +17,9 @@ import yaml
 from helpers import FIXTURES, KIMI, SHIPPED, check_json, kimi_doc, run_cli, write_doc
 
 from specserve.launch.launcher import main as launch_main
-from specserve.profile import load_profile
 from specserve.profile.fields import FIELDS
 from specserve.profile.flags import GRAPH_FLAGS, OWNED_DESTS, OWNED_FLAGS
+from specserve.profile.loader import load_profile
 from specserve.profile.render import render
 from specserve.upstream import PINNED_VERSION, VERIFIED_VERSIONS, sglang_contract
 from tests.contract.sglang_venv import venv_python
@@ -220,7 +220,7 @@ def test_a_drafter_of_another_algorithms_family_is_refused_naming_that_algorithm
     """Every MTP and block-drafter (DFLASH, DSPARK) class of the registry, given EAGLE3 or
     STANDALONE: an error naming the algorithm that loads it and the file that serves it; an
     architecture in no family, given EAGLE3, is an error naming the classes EAGLE3 takes."""
-    from specserve.profile.facts import FROZEN_KV_MTP_DRAFTERS
+    from specserve.profile.algorithms import FROZEN_KV_MTP_DRAFTERS
     from specserve.upstream.contract import BLOCK_DRAFTER_KINDS
 
     contract = sglang_contract(version)
@@ -565,7 +565,7 @@ def test_unsupported_algorithm_is_refused_with_the_valid_list(tmp_path, value, p
 
 
 def test_every_supported_algorithm_is_one_sglang_accepts():
-    from specserve.profile.facts import SPECULATIVE_ALGORITHMS
+    from specserve.profile.algorithms import SPECULATIVE_ALGORITHMS
 
     for version in VERIFIED_VERSIONS:
         contract = sglang_contract(version)

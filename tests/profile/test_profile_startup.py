@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 from helpers import FIXTURES, SHIPPED, check_json, kimi_doc, write_doc
 
-from specserve.profile import load_profile
 from specserve.profile.argview import attention_backend, parse_view, profile_view
 from specserve.profile.checks.graphs import DISABLED, resolve_decode_graph
 from specserve.profile.checks.startup import REFUSALS, start_refusals
 from specserve.profile.facts import facts
+from specserve.profile.loader import load_profile
 from specserve.upstream import VERIFIED_VERSIONS, sglang_contract
 
 VERSIONS = pytest.mark.parametrize("version", VERIFIED_VERSIONS)

@@ -9,9 +9,9 @@ from typing import Any
 
 import yaml
 
-from specserve.profile import load_profile
 from specserve.profile.checks import CheckOptions, run_checks
 from specserve.profile.issues import Severity
+from specserve.profile.loader import load_profile
 
 ROOT = Path(__file__).resolve().parents[2]
 STANDIN = ROOT / "profiles" / "standin-cpu.yaml"

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from specserve.profile import load_profile
 from specserve.profile.facts import facts
+from specserve.profile.loader import load_profile
 from specserve.tune.edit import profile_edit
 from specserve.tune.errors import TuneError
 

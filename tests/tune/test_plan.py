@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import yaml
 
-from specserve.profile import load_profile
 from specserve.profile.facts import facts
+from specserve.profile.loader import load_profile
 from specserve.tune.edit import profile_edit
 from specserve.tune.errors import TuneError
 from specserve.tune.plan import tune_points

@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 try:
-    from specserve.profile.facts import load_facts, probe_host
+    from specserve.profile.endpoints import probe_host
+    from specserve.profile.facts import load_facts
     from specserve.profile.loader import ProfileError
 except ImportError:  # pragma: no cover - depends on how ansible-playbook was started
     load_facts = None  # type: ignore[assignment]

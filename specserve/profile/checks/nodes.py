@@ -10,7 +10,7 @@ parallelism takes `gpus_needed` (checks/parallelism.py's rule) in all.
 
 from __future__ import annotations
 
-from specserve.profile.facts import WILDCARD_HOSTS
+from specserve.profile.endpoints import WILDCARD_HOSTS
 from specserve.profile.issues import Issue, error, warning
 from specserve.profile.model import Profile
 

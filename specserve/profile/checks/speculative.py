@@ -7,10 +7,11 @@ final-layer states and `accept len` sat at 1.00. These checks refuse that before
 
 from __future__ import annotations
 
-from specserve.profile.checks.adaptive import adaptive_runs, check_adaptive
+from specserve.profile.adaptive import adaptive_runs
+from specserve.profile.algorithms import BLOCK_ALGORITHMS, FROZEN_KV_MTP_DRAFTERS
+from specserve.profile.checks.adaptive import check_adaptive
 from specserve.profile.checks.context import ModelContext
 from specserve.profile.checks.uno import stray_uno_lora, uno_issues
-from specserve.profile.facts import BLOCK_ALGORITHMS, FROZEN_KV_MTP_DRAFTERS
 from specserve.profile.hfconfig import ModelConfig
 from specserve.profile.issues import Issue, error, warning
 from specserve.profile.model import Drafter, Profile
