@@ -170,7 +170,7 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "generate",
         help="rewrite (or --check) every generated file: monitoring/, the chart's copies and "
-        "values schema, the profile schema and docs tables",
+        "values schema, the profile schema, docs tables and every copy of a versions.yaml pin",
         description=__doc__.splitlines()[0],
     )
     _add_arguments(parser)
