@@ -7,8 +7,8 @@ The chart never hand-maintains a copy:
 - values.yaml, between its `# BEGIN/END GENERATED prometheusRule` markers
   <- monitoring/helm/values-prometheusrule.yaml
 - values.schema.json `$defs.profile` and `properties.profile` <- specserve/profile/schema.json
-- files/profile-defaults.yaml    <- the profile field table's defaults (specserve/profile/fields.py):
-  what a template reads for a fact the profile leaves out, instead of restating the default
+- files/profile-defaults.yaml    <- the profile field table's defaults (profile/fields.py): what
+  a template reads for a fact the profile leaves out, instead of restating the default
 
 Each source is read through `read_source`, which `specserve generate` points at the source's own
 generator when the source is generated too, so one run (or one check) sees one consistent state.
