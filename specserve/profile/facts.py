@@ -28,6 +28,7 @@ from specserve.profile.loader import load_profile, read_document
 from specserve.profile.model import Profile
 from specserve.profile.sglang import sglang_contract
 from specserve.profile.tree import effective_tree
+from specserve.profile.variants import effective_max_running_requests
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,9 @@ class ProfileFacts:
     # refuses those): the server changes steps and draft tokens at run time, so the exporter
     # reads the current draft-token count from its log instead of trusting draft_tokens.
     adaptive: bool = False
+    # The running-request cap the server runs with (the pinned SGLang version's resolution): the
+    # profile's own, else SGLang's cap under speculation; None: SGLang sizes it from memory.
+    max_running_requests: int | None = None
     # nodes.count: ranks of one server, one per node (>1: a multi-node group).
     nodes_count: int = 1
     # nodes.rendezvous_host / rendezvous_port: "" where the deploy supplies rank 0's address.
@@ -120,6 +124,7 @@ class ProfileFacts:
             "speculative": self.speculating,
             "algorithm": self.algorithm or "",
             "draft_tokens": self.draft_tokens or 0,
+            "max_running_requests": self.max_running_requests or 0,
             "adaptive": self.adaptive,
             "api_key_file": self.api_key_file or "",
             "api_key_env": self.api_key_env or "",
@@ -151,6 +156,7 @@ def facts(profile: Profile, document: Mapping[str, Any] | None = None) -> Profil
         algorithm=None if spec is None else spec.algorithm,
         draft_tokens=None if tree is None else tree.draft_tokens,
         adaptive=adaptive_kept(profile),
+        max_running_requests=effective_max_running_requests(profile),
         gpu_count=profile.gpu.count,
         gpus_needed=profile.parallelism.gpus_needed,
         nodes_count=profile.nodes.count,

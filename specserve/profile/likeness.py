@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specserve.profile.model import Profile
-from specserve.profile.variants import speculative_max_running_requests
+from specserve.profile.variants import effective_max_running_requests
 
 # The recorded keys of the `baseline` block (rows `baseline.<key>` of fields.py), in the order
 # messages name them, each with the profile field (or deploy setting) it stands for.
@@ -42,25 +42,6 @@ SETTINGS: dict[str, str] = {
 # Compared only when the caller says what the server runs.
 _DEPLOY_SETTINGS = ("image", "sglang_version")
 FIX = "re-run playbooks/baseline.yml so the baseline is measured with the profile's settings"
-
-
-def effective_max_running_requests(
-    profile: Profile, sglang_version: str | None = None
-) -> int | None:
-    """The running-request cap the server of `profile` runs with: its own value, else SGLang's
-    cap under speculation, else None (no cap: SGLang sizes it from memory)."""
-    explicit = profile.server.max_running_requests
-    if explicit is not None or profile.speculative is None:
-        return explicit
-    return speculative_max_running_requests(_document(profile), sglang_version)
-
-
-def _document(profile: Profile) -> Mapping[str, Any]:
-    """The profile as written; a Profile built without one (tests) speaks for itself."""
-    if profile.document:
-        return profile.document
-    spec = profile.speculative
-    return {"drafter": {"algorithm": spec.algorithm} if spec else None, "server": {}}
 
 
 def profile_settings(

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from specserve.profile.algorithms import document_speculates
-from specserve.profile.model import canonical_algorithm
+from specserve.profile.model import Profile, canonical_algorithm
 from specserve.profile.sglang import resolve_version, sglang_contract, speculative_running_cap
 
 
@@ -33,3 +33,22 @@ def speculative_max_running_requests(
         return explicit
     contract = sglang_contract(resolve_version(sglang_version))
     return speculative_running_cap(contract, canonical_algorithm(algorithm))
+
+
+def effective_max_running_requests(
+    profile: Profile, sglang_version: str | None = None
+) -> int | None:
+    """The running-request cap the server of `profile` runs with: its own value, else SGLang's
+    cap under speculation, else None (no cap: SGLang sizes it from memory)."""
+    explicit = profile.server.max_running_requests
+    if explicit is not None or profile.speculative is None:
+        return explicit
+    return speculative_max_running_requests(_document(profile), sglang_version)
+
+
+def _document(profile: Profile) -> Mapping[str, Any]:
+    """The profile as written; a Profile built without one (tests) speaks for itself."""
+    if profile.document:
+        return profile.document
+    spec = profile.speculative
+    return {"drafter": {"algorithm": spec.algorithm} if spec else None, "server": {}}

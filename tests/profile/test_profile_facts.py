@@ -114,3 +114,30 @@ def test_algorithm_list_is_the_schemas() -> None:
     assert {a for a in enum if a != NO_SPECULATION} == {
         *SPECULATIVE_ALGORITHMS, *(a.lower() for a in SPECULATIVE_ALGORITHMS)
     }
+
+
+def test_the_effective_running_request_cap_is_a_fact_from_sglangs_resolution(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The profile's own cap, else the one SGLang's speculative handler sets (read from its code
+    per version), else none; the contract's number moved once moves the fact."""
+    from specserve.profile import sglang, variants
+
+    assert facts(profile_from_document(_doc(server__max_running_requests=12))) \
+        .max_running_requests == 12
+    speculative = profile_from_document(_doc(server__max_running_requests=None))
+    assert speculative.speculative is not None
+    contract = sglang.sglang_contract()
+    eagle_cap = contract.facts["max_running_requests_cap"]["by_handler"]["_handle_eagle_family"]
+    assert facts(speculative).max_running_requests == eagle_cap == 48
+    assert facts(speculative).as_ansible_dict()["max_running_requests"] == 48
+    without = _doc(server__max_running_requests=None)
+    without["drafter"] = None
+    assert facts(profile_from_document(without)).max_running_requests is None
+    assert facts(profile_from_document(without)).as_ansible_dict()["max_running_requests"] == 0
+
+    moved = {**contract.facts["max_running_requests_cap"]["by_handler"],
+             "_handle_eagle_family": 32}
+    monkeypatch.setitem(contract.facts, "max_running_requests_cap",
+                        {**contract.facts["max_running_requests_cap"], "by_handler": moved})
+    monkeypatch.setattr(variants, "sglang_contract", lambda _version=None: contract)
+    assert facts(speculative).max_running_requests == 32
