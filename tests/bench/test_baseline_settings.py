@@ -90,12 +90,12 @@ def test_baseline_yml_writes_the_recorded_settings_into_the_profile(tmp_path: Pa
     # lands in the profile, which then validates and compares like for like.
     from specserve.profile.likeness import compare
     from specserve.profile.model import profile_from_document
-    from tests.contract.rendered_sources import _tune_plugin
+    from specserve.tune.edit import profile_edit
 
     result = _result("baseline", False, {1: 80.0})
     result["server"]["info"].update(tp_size=8, max_running_requests=48)
     block = baseline_block(result, profile=load_profile(_baseline_profile(tmp_path)), image=IMAGE)
-    text = _tune_plugin().profile_edit(KIMI.read_text(), baseline={"baseline": block})
+    text = profile_edit(KIMI.read_text(), baseline={"baseline": block})
     doc = yaml.safe_load(text)
     jsonschema.validate(doc, profile_schema())
     assert {k: doc["baseline"][k] for k in SETTINGS} == {k: block[k] for k in SETTINGS}

@@ -18,8 +18,9 @@ import yaml
 
 from specserve.profile.likeness import compare, effective_max_running_requests, profile_settings
 from specserve.profile.model import profile_from_document
+from specserve.tune.edit import profile_edit
 from specserve.upstream import VERIFIED_VERSIONS
-from tests.contract.rendered_sources import _has_drafter, _profiles, _tune_plugin
+from tests.contract.rendered_sources import _has_drafter, _profiles
 from tests.contract.test_resolved_argv import _variant_doc, result_of
 
 DRAFTER_PROFILES = list(filter(_has_drafter, _profiles()))
@@ -41,7 +42,7 @@ def test_the_compared_cap_is_the_one_sglang_resolves(path: Path, kind: str, vers
     resolved = result_of(f"{kind}:{path.name}", version)["resolved"]["max_running_requests"]
     assert effective_max_running_requests(speculative, version) == resolved
     # The baseline variant (no drafter, cap pinned) resolves to the same cap in SGLang.
-    off = yaml.safe_load(_tune_plugin().profile_edit(yaml.safe_dump(doc, sort_keys=False), "off"))
+    off = yaml.safe_load(profile_edit(yaml.safe_dump(doc, sort_keys=False), "off"))
     base_name = f"baseline:{path.name}" if kind == "profile" else f"baseline-{kind}:{path.name}"
     base_resolved = result_of(base_name, version)["resolved"]["max_running_requests"]
     assert base_resolved == resolved

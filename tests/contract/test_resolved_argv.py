@@ -33,13 +33,13 @@ import yaml
 from specserve.profile.sglang import speculative_running_cap
 from specserve.profile.tree import block_draft_tokens
 from specserve.standin.args import parse_args as standin_parse_args
+from specserve.tune.edit import profile_edit
 from specserve.upstream import VERIFIED_VERSIONS, sglang_contract
 from tests.contract.rendered_sources import (
     ROOT,
     _has_drafter,
     _profiles,
     _render_document,
-    _tune_plugin,
 )
 from tests.contract.sglang_venv import resolve_argvs, run_script
 from tests.contract.test_rendered_argv import SOURCES, rendered
@@ -116,13 +116,12 @@ def _variant_doc(path: Path, drop: str) -> dict[str, Any]:
 @cache
 def variants(version: str) -> dict[str, list[str]]:
     """`unset-cap:` / `default-tree:` (+ their `baseline-` twins) of every drafter profile."""
-    plugin = _tune_plugin()
     out: dict[str, list[str]] = {}
     for path in filter(_has_drafter, _profiles()):
         for drop, kind in (("cap", "unset-cap"), ("tree", "default-tree")):
             doc = _variant_doc(path, drop)
             out[f"{kind}:{path.name}"] = _render_document(doc, version, path.name)
-            off = plugin.profile_edit(yaml.safe_dump(doc, sort_keys=False), "off")
+            off = profile_edit(yaml.safe_dump(doc, sort_keys=False), "off")
             off_doc = yaml.safe_load(off)
             out[f"baseline-{kind}:{path.name}"] = _render_document(off_doc, version, path.name)
     return out
