@@ -2,9 +2,9 @@
 
 Each `Block` is one table in one Markdown file: the prose around it stays hand-written, the lines
 between `<!-- BEGIN GENERATED name: ... -->` and `<!-- END GENERATED name -->` are its source's.
-`doc_files` is this part of `specserve generate`'s registry (specserve/generate.py): one entry per
-file, which rewrites every block of that file, so `--check` reports a hand edit of a table, or a
-source changed without regenerating, as a stale file.
+`doc_files` is this part of `specserve generate`'s registry (specserve/generate/command.py): one
+entry per file, which rewrites every block of that file, so `--check` reports a hand edit of a
+table, or a source changed without regenerating, as a stale file.
 """
 
 from __future__ import annotations

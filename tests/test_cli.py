@@ -46,7 +46,7 @@ HEAVY_PACKAGES = (
     "kubernetes",
 )
 OTHER_COMMANDS = ("specserve.monitoring", "specserve.verify", "specserve.bench",
-                  "specserve.nccl", "specserve.generate", "specserve.chart")  # fmt: skip
+                  "specserve.nccl", "specserve.generate", "specserve.generate.chart")  # fmt: skip
 
 PROBE = """
 import contextlib, io, json, sys

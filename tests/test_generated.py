@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from specserve import chart, generate
-from specserve.generate import registry, run, stale
+from specserve.generate import chart
+from specserve.generate import command as generate
+from specserve.generate.command import registry, run, stale
 from specserve.profile.fields import schema_text as profile_schema_text
 from tests import generated_tree
 

@@ -1,5 +1,5 @@
-"""specserve/pins.py's in-place rewrite: only the pinned value changes, never the layout around
-it, and a file that lost the pin's line is refused with a one-line error."""
+"""specserve/generate/pins.py's in-place rewrite: only the pinned value changes, never the layout
+around it, and a file that lost the pin's line is refused with a one-line error."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from specserve import pins
-from specserve.generate import run
+from specserve.generate import pins
+from specserve.generate.command import run
 from tests import generated_tree
 
 VALUES = """\

@@ -2,5 +2,6 @@
 
 `rules` holds the alert and recording-rule definitions; the other modules render them for
 Prometheus, the Helm chart's PrometheusRule, Grafana-managed alerting and the Grafana dashboard.
-`specserve generate` (specserve/generate.py) rewrites every committed artefact under `monitoring/`.
+`specserve generate` (specserve/generate/command.py) rewrites every committed artefact under
+`monitoring/`.
 """

@@ -1,7 +1,7 @@
 """Every committed monitoring artefact (monitoring/) from its Python source.
 
 `artefacts()` is monitoring's part of the one registry of generated files: `specserve generate`
-(specserve/generate.py) writes them, `specserve generate --check` reports drift.
+(specserve/generate/command.py) writes them, `specserve generate --check` reports drift.
 """
 
 from __future__ import annotations

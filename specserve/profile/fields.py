@@ -786,7 +786,7 @@ def _members(section: str) -> list[Field]:
 
 # tuning.methods holds whole drafter blocks, so its items are the drafter section's own schema,
 # inlined: the chart embeds this schema under its own root, where a $ref to
-# #/properties/drafter would point elsewhere (specserve/chart.py).
+# #/properties/drafter would point elsewhere (specserve/generate/chart.py).
 FIELDS = (
     *FIELDS,
     Field(

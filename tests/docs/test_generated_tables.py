@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from specserve import docblocks
-from specserve.generate import registry, run, stale
+from specserve.generate.command import registry, run, stale
 from specserve.monitoring import rules
 from specserve_exporter import names
 from tests import generated_tree

@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from specserve import chart_values
+from specserve.generate import chart_values
 from tests.helm.conftest import CHART, helm
 
 

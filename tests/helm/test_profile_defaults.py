@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from specserve.chart import profile_defaults
+from specserve.generate.chart import profile_defaults
 from specserve.profile.fields import BY_PATH
 
 from .conftest import CHART, NAMESPACE, RELEASE, helm

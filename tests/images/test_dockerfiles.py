@@ -1,8 +1,8 @@
 """Static checks of the images and of the pins: every pinned value is generated from versions.yaml
-(specserve/pins.py's table), none is retyped elsewhere, and the images are lean and linted.
+(specserve/generate/pins.py's table), none is retyped elsewhere, and the images are lean and linted.
 
-To pin another value (a new image default, a chart value), add its line to specserve/pins.py's
-PINS and run `specserve generate`; the tests below then hold it.
+To pin another value (a new image default, a chart value), add its line to
+specserve/generate/pins.py's PINS and run `specserve generate`; the tests below then hold it.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 import yaml
 
-from specserve import pins
-from specserve.generate import registry, stale, write
+from specserve.generate import pins
+from specserve.generate.command import registry, stale, write
 from specserve.profile.nccl import PRESETS
 from tests import generated_tree
 
@@ -182,7 +182,8 @@ def test_no_configuration_file_retypes_a_pinned_value() -> None:
         hits = list(_retypes(pins.rewrite(text, own) if own else text, references, alone))
         if hits:
             found[name] = hits
-    assert found == {}, "write these from versions.yaml (a PINS entry in specserve/pins.py)"
+    assert found == {}, ("write these from versions.yaml (a PINS entry in "
+                         "specserve/generate/pins.py)")
 
 
 def test_the_retype_check_sees_a_retyped_image_and_tag() -> None:

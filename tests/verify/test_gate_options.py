@@ -17,7 +17,7 @@ from types import ModuleType
 import pytest
 import yaml
 
-from specserve import generate
+from specserve.generate import command as generate
 from specserve.monitoring.rules import ALERTS_BY_NAME
 from specserve.verify import cli, gate, options, role_files
 
