@@ -19,8 +19,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from specserve import ansible_vars, chart_values, docblocks, pins, version_pins
-from specserve.chart import ChartError, chart_files
+from specserve import docblocks
+from specserve.generate import ansible_vars, chart_values, pins, version_pins
+from specserve.generate.chart import ChartError, chart_files
 from specserve.monitoring.generate import artefacts as monitoring_files
 from specserve.monitoring.reference import BLOCKS as MONITORING_BLOCKS
 from specserve.profile.fields import generated_files as profile_generated_files
@@ -32,7 +33,7 @@ ReadSource = Callable[[str], str]
 # A source of entries; it may read files (hand-written or produced by earlier sources).
 Source = Callable[[ReadSource], Mapping[str, Produce]]
 
-_PACKAGE_REPO = Path(__file__).resolve().parents[1]
+_PACKAGE_REPO = Path(__file__).resolve().parents[2]
 FIX = "specserve generate"
 
 
@@ -57,7 +58,7 @@ SOURCES: tuple[Source, ...] = (
 
 # Sources that may also claim a file an earlier source generates: their generator then reads
 # that source's output through `read_source` and rewrites part of it. The version pins
-# (specserve/pins.py) rewrite the chart's generated values.yaml as they do the hand-written
+# (specserve/generate/pins.py) rewrite the chart's generated values.yaml as they do the hand-written
 # Dockerfiles and role defaults. After SOURCES; before the doc tables, which read those values.
 REFINERS: tuple[Source, ...] = (pins.files,)
 

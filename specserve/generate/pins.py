@@ -230,7 +230,7 @@ def _check_only_pins_changed(before: str, after: str, written: Mapping[Pin, str]
         parent[last] = new
     if got != expected:
         raise PinError(f"{path}: writing its pins would change more than their values; "
-                       "specserve/pins.py cannot rewrite this layout")  # fmt: skip
+                       "specserve/generate/pins.py cannot rewrite this layout")  # fmt: skip
 
 
 def held(text: str, pin: Pin) -> set[str]:

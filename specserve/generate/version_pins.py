@@ -1,7 +1,7 @@
 """docs/ansible.md's pinned versions, from versions.yaml.
 
-versions.yaml holds every pinned image and tool version (specserve/pins.py writes its copies
-into the Dockerfiles, role defaults and chart values). `specserve generate` writes two blocks
+versions.yaml holds every pinned image and tool version (specserve/generate/pins.py writes its
+copies into the Dockerfiles, role defaults and chart values). `specserve generate` writes two blocks
 from it (specserve/docblocks.py): the controller's Ansible install line, and a table of every
 pin: an image as `repository:tag` (with its digest where resolved), a scalar as it is, a list of
 package pins by its count.
