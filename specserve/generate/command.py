@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from specserve import docblocks
-from specserve.generate import ansible_vars, chart_values, pins, version_pins
+from specserve.generate import ansible_vars, chart_values, pins, values_comments, version_pins
 from specserve.generate.chart import ChartError, chart_files
 from specserve.monitoring.generate import artefacts as monitoring_files
 from specserve.monitoring.reference import BLOCKS as MONITORING_BLOCKS
@@ -59,8 +59,9 @@ SOURCES: tuple[Source, ...] = (
 # Sources that may also claim a file an earlier source generates: their generator then reads
 # that source's output through `read_source` and rewrites part of it. The version pins
 # (specserve/generate/pins.py) rewrite the chart's generated values.yaml as they do the hand-written
-# Dockerfiles and role defaults. After SOURCES; before the doc tables, which read those values.
-REFINERS: tuple[Source, ...] = (pins.files,)
+# Dockerfiles and role defaults; values.yaml's `# --` comments are rewritten from the values
+# schema's descriptions. After SOURCES; before the doc tables, which read those values.
+REFINERS: tuple[Source, ...] = (pins.files, values_comments.files)
 
 
 # The reference tables generated into hand-written docs (specserve/docblocks.py), last: they
