@@ -1,6 +1,6 @@
-"""The README is a user's guide that stays true: it links every docs page, its layout table names
-every top-level folder and every specserve subpackage, its test command is what CI runs, and the
-exporter's flags are all documented. That every link of every page resolves is
+"""The README is a user's guide that stays true: it links every docs page, docs/layout.md's table
+names every top-level folder and every specserve subpackage, its test command is what CI runs,
+and the exporter's flags are all documented. That every link of every page resolves is
 tests/docs/test_links.py's."""
 
 from __future__ import annotations
@@ -24,8 +24,11 @@ def test_readme_links_every_doc_page() -> None:
     assert not pages - linked, f"docs pages the README does not link: {sorted(pages - linked)}"
 
 
+LAYOUT = ROOT / "docs" / "layout.md"
+
+
 def _layout_paths() -> set[str]:
-    section = README.read_text(encoding="utf-8").split("## Layout", 1)[1].split("\n## ", 1)[0]
+    section = LAYOUT.read_text(encoding="utf-8").split("## Layout", 1)[1].split("\n## ", 1)[0]
     rows = [line for line in section.splitlines() if line.startswith("| `")]
     return {p.rstrip("/") for row in rows for p in re.findall(r"`([^`]+)`", row.split(" | ")[0])}
 
@@ -43,9 +46,9 @@ def test_layout_lists_every_top_level_folder_and_subpackage() -> None:
     listed = _layout_paths()
     assert {"ansible", "specserve/bench", "specserve/upstream", "tests"} <= folders | subpackages
     missing = sorted((folders - {"specserve"} | subpackages) - listed)
-    assert not missing, f"README's layout table does not list: {missing}"
+    assert not missing, f"docs/layout.md's table does not list: {missing}"
     stale = sorted(p for p in listed if not (ROOT / p).exists())
-    assert not stale, f"README's layout table lists paths that do not exist: {stale}"
+    assert not stale, f"docs/layout.md's table lists paths that do not exist: {stale}"
 
 
 def test_readme_test_command_is_what_ci_runs() -> None:
