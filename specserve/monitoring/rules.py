@@ -544,7 +544,7 @@ ALERTS: tuple[Alert, ...] = (
             "On {{ $labels.instance }} only {{ $value | humanizePercentage }} of the decode "
             "passes over [[window]] ran a CUDA graph (SGLang's cuda_graph_passes_total; without "
             "native metrics: the decode lines report cuda graph: False) while the server is "
-            "decoding. Without CUDA graphs decode ran about 25% slower in the seeds (56.7 vs "
+            "decoding. Without CUDA graphs decode ran about 25% slower in the field notes (56.7 vs "
             "74.9 tok/s)."
         ),
         meaning="Decode passes ran without a CUDA graph while decoding: from SGLang's "

@@ -674,7 +674,7 @@ FIELDS: tuple[Field, ...] = (
     Field(
         "baseline.source",
         _t("string"),
-        "Where the numbers come from (a benchmark run, the seeds).",
+        "Where the numbers come from (a benchmark run, the field notes).",
     ),
     # What the baseline was measured with (specserve/profile/likeness.py): `playbooks/baseline.yml`
     # records them; `check` and the exporter refuse a speculative profile that differs. Absent

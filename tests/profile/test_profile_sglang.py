@@ -158,7 +158,7 @@ def test_eagle_with_the_mla_drafter_is_the_seeds_bug_and_refused(tmp_path, versi
 
 @VERSIONS
 def test_eagle3_with_the_mla_drafter_passes(tmp_path, version):
-    # The seeds' baseline records no settings (a warning of its own, test_profile_baseline_*).
+    # The field notes' baseline records no settings (a warning of its own, test_profile_baseline_*).
     code, report = _check(
         _mla_profile("EAGLE3"), tmp_path, version, FIXTURES, "--no-baseline-check"
     )

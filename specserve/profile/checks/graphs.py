@@ -225,7 +225,7 @@ def decode_graph_issues(profile: Profile, contract: Contract) -> list[Issue]:
         issues.append(
             error(
                 where,
-                f"decode CUDA graphs would be disabled ({state.how}{because}); the seeds "
+                f"decode CUDA graphs would be disabled ({state.how}{because}); the field notes "
                 "measured 56.7 tok/s without them against 74.9 tok/s with them",
                 fix,
             )

@@ -1,8 +1,9 @@
 """Speculative decoding: the algorithm must match the drafter, and the drafter must fit the target.
 
-The seeds lost days to `--speculative-algorithm EAGLE` with an EAGLE-3 drafter: SGLang only turns
-on aux hidden-state capture for the exact value EAGLE3, so the drafter silently received 7168-wide
-final-layer states and `accept len` sat at 1.00. These checks refuse that before anything starts.
+The first hand deployment (the field notes) lost days to `--speculative-algorithm EAGLE` with an
+EAGLE-3 drafter: SGLang only turns on aux hidden-state capture for the exact value EAGLE3, so the
+drafter silently received 7168-wide final-layer states and `accept len` sat at 1.00. These checks
+refuse that before anything starts.
 """
 
 from __future__ import annotations
