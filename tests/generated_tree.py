@@ -8,7 +8,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 FOLDERS = ("charts", "profiles", "monitoring", "docs", "ansible", "docker", "playbooks")
-FILES = ("versions.yaml", "pyproject.toml", "specserve/profile/schema.json")
+FILES = ("versions.yaml", "pyproject.toml", "specserve/profile/schema.json", "specserve/logpath.py")
 
 
 def copy(dest: Path) -> Path:

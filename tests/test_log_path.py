@@ -116,24 +116,33 @@ def _dockerfile(image: str) -> str:
     return (ROOT / "docker" / image / "Dockerfile").read_text(encoding="utf-8").replace("\\\n", " ")
 
 
+def _log_dir_arg(image: str) -> str:
+    """The image's SPECSERVE_LOG_DIR build argument (specserve generate writes LOG_DIR there)."""
+    (value,) = re.findall(r"^ARG SPECSERVE_LOG_DIR=(\S+)$", _dockerfile(image), flags=re.MULTILINE)
+    return value
+
+
 def test_sglang_image_owns_the_log_dir() -> None:
     text = _dockerfile("sglang")
+    assert _log_dir_arg("sglang") == LOG_DIR
     assert re.search(
-        rf"install -d -o {IMAGE_USER} -g {IMAGE_USER} -m 0750 {re.escape(LOG_DIR)}(\s|$)", text
+        rf'install -d -o {IMAGE_USER} -g {IMAGE_USER} -m 0750 "\$SPECSERVE_LOG_DIR"(\s|$)', text
     ), f"docker/sglang/Dockerfile must create {LOG_DIR} for its user {IMAGE_USER}"
 
 
 def test_standin_image_owns_the_log_dir_as_a_volume() -> None:
     text = _dockerfile("standin")
-    assert re.search(rf"mkdir -p {re.escape(LOG_DIR)}(\s|$)", text)
-    assert re.search(rf"chown {IMAGE_USER}:{IMAGE_USER} {re.escape(LOG_DIR)}(\s|$)", text)
+    assert _log_dir_arg("standin") == LOG_DIR
+    assert re.search(r'mkdir -p "\$SPECSERVE_LOG_DIR"(\s|$)', text)
+    assert re.search(rf'chown {IMAGE_USER}:{IMAGE_USER} "\$SPECSERVE_LOG_DIR"(\s|$)', text)
     volumes = re.findall(r"^VOLUME (.+)$", text, flags=re.MULTILINE)
-    assert [json.loads(v) for v in volumes] == [[LOG_DIR]]
+    assert [json.loads(v) for v in volumes] == [["${SPECSERVE_LOG_DIR}"]]
 
 
 def test_exporter_image_follows_the_log_file_by_default() -> None:
+    # No path in the image: --file's default is LOG_FILE (the next test).
     cmds = re.findall(r"^CMD (\[.+\])$", _dockerfile("exporter"), flags=re.MULTILINE)
-    assert [json.loads(c) for c in cmds] == [["--source", "file", "--file", LOG_FILE]]
+    assert [json.loads(c) for c in cmds] == [["--source", "file"]]
 
 
 def test_exporter_file_default_is_the_log_file(monkeypatch: pytest.MonkeyPatch) -> None:

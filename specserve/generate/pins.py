@@ -1,5 +1,6 @@
 """Every place a pinned version or image is written, and the rewrite that keeps each one equal to
-its source: versions.yaml (or pyproject.toml's project.version, the bundle's own version).
+its source: versions.yaml (or pyproject.toml's project.version, the bundle's own version; or
+specserve/logpath.py, the SGLang log path every image and deploy path shares).
 
 `PINS` is the one table. `specserve generate` rewrites each entry's value in place: the default of
 every `ARG NAME=...` line of a Dockerfile, or the scalar at a dotted key of a YAML file (found by
@@ -24,6 +25,7 @@ import yaml
 
 VERSIONS = "versions.yaml"
 PYPROJECT = "pyproject.toml"
+LOGPATH = "specserve/logpath.py"
 CHART = "charts/specserve"
 
 ReadSource = Callable[[str], str]
@@ -52,13 +54,13 @@ def _project(path: str, key: str) -> Pin:
     return Pin(path, key, "project.version", PYPROJECT)
 
 
-def _role(role: str, variable: str, source: str) -> tuple[Pin, Pin]:
+def _role(role: str, variable: str, source: str, origin: str = VERSIONS) -> tuple[Pin, Pin]:
     """A role's default, and the same default in its argument spec (ansible-core validates the
     spec's copy; docs/ansible.md's tables read it)."""
     return (
-        Pin(f"ansible/roles/{role}/defaults/main.yml", variable, source),
+        Pin(f"ansible/roles/{role}/defaults/main.yml", variable, source, origin),
         Pin(f"ansible/roles/{role}/meta/argument_specs.yml",
-            f"argument_specs.main.options.{variable}.default", source),
+            f"argument_specs.main.options.{variable}.default", source, origin),
     )  # fmt: skip
 
 
@@ -98,6 +100,11 @@ PINS: tuple[Pin, ...] = (
         "specserve_images.standin"),
     Pin("playbooks/inventory/fleet/hosts.yml", "specserve_fleet_demo.vars.specserve_image",
         "specserve_images.standin"),
+    # The SGLang log directory, shared by the server (read-write) and the exporter (read-only):
+    # the images create it, Ansible mounts the host directory of the same path.
+    Pin("docker/sglang/Dockerfile", "SPECSERVE_LOG_DIR", "LOG_DIR", LOGPATH),
+    Pin("docker/standin/Dockerfile", "SPECSERVE_LOG_DIR", "LOG_DIR", LOGPATH),
+    *_role("specserve", "specserve_log_dir", "LOG_DIR", LOGPATH),
     # The chart: its images, and its version (one product, one version: the labels carry it).
     *_image(f"{CHART}/values.yaml", "image", "specserve_images.sglang"),
     *_image(f"{CHART}/values.yaml", "exporterImage", "specserve_images.exporter"),
@@ -119,6 +126,12 @@ def _lookup(document: Any, dotted: str, where: str) -> Any:
 
 def _load(origin: str, read: ReadSource) -> Any:
     text = read(origin)
+    if origin.endswith(".py"):
+        # specserve/logpath.py imports nothing by design (the exporter imports it): its constants
+        # are the module's own statements, run as written.
+        namespace: dict[str, Any] = {}
+        exec(compile(text, origin, "exec"), namespace)
+        return {k: v for k, v in namespace.items() if k.isupper()}
     return tomllib.loads(text) if origin.endswith(".toml") else _yaml(text)
 
 

@@ -290,3 +290,25 @@ def test_lean_images_do_not_import_the_excluded_libraries() -> None:
     files += (ROOT / "specserve/profile").rglob("*.py")
     offenders = {str(f.relative_to(ROOT)): _imports(f) & excluded for f in files}
     assert not {k: v for k, v in offenders.items() if v}
+
+
+def test_one_change_of_the_log_path_reaches_the_images_and_the_role(tmp_path: Path) -> None:
+    """specserve/logpath.py is the log directory's one home: moved there once, the images'
+    build argument and the shared role's default (and its spec's) follow on regenerate."""
+    root = generated_tree.copy(tmp_path)
+    logpath = root / "specserve/logpath.py"
+    logpath.write_text(logpath.read_text(encoding="utf-8").replace(
+        'LOG_DIR = "/var/log/specserve/sglang"', 'LOG_DIR = "/srv/logs/sglang"'), encoding="utf-8")
+    roles = "ansible/roles/specserve"
+    assert {"docker/sglang/Dockerfile", "docker/standin/Dockerfile", f"{roles}/defaults/main.yml",
+            f"{roles}/meta/argument_specs.yml"} <= set(stale(root))
+    write(root)
+    for image in ("sglang", "standin"):
+        text = (root / f"docker/{image}/Dockerfile").read_text(encoding="utf-8")
+        args = re.findall(r"^ARG SPECSERVE_LOG_DIR=(\S+)$", text, flags=re.M)
+        assert args == ["/srv/logs/sglang"], image
+    defaults = yaml.safe_load((root / roles / "defaults/main.yml").read_text(encoding="utf-8"))
+    assert defaults["specserve_log_dir"] == "/srv/logs/sglang"
+    specs = yaml.safe_load((root / roles / "meta/argument_specs.yml").read_text(encoding="utf-8"))
+    assert specs["argument_specs"]["main"]["options"]["specserve_log_dir"]["default"] \
+        == "/srv/logs/sglang"  # fmt: skip
