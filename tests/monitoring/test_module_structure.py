@@ -17,7 +17,7 @@ PACKAGE = "specserve.monitoring"
 SOURCE = REPO / "specserve" / "monitoring"
 MODULES = sorted(f"{PACKAGE}.{p.stem}" for p in SOURCE.glob("*.py") if p.stem != "__init__")
 # The product's entry points into the package: the CLI and the one regenerate command.
-ENTRY_POINTS = (REPO / "specserve" / "cli.py", REPO / "specserve" / "generate.py")
+ENTRY_POINTS = (REPO / "specserve" / "cli.py", REPO / "specserve" / "generate" / "command.py")
 
 
 def _imported(path: Path) -> set[str]:
