@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 import subprocess
 from dataclasses import dataclass
@@ -65,6 +66,17 @@ def helm(tools: Path, *args: str) -> subprocess.CompletedProcess[str]:
         [str(tools / "helm"), *args], capture_output=True, text=True, timeout=120, check=False,
         env=env,
     )  # fmt: skip
+
+
+def merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """`over` deep-merged onto a copy of `base` (values files and profiles, as Helm merges)."""
+    out = copy.deepcopy(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merged(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
 
 
 def template(tools: Path, *args: str) -> subprocess.CompletedProcess[str]:

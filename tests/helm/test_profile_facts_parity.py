@@ -7,7 +7,6 @@ profile the GPU rule refuses is refused by both with the same message.
 
 from __future__ import annotations
 
-import copy
 import os
 import re
 from dataclasses import asdict, replace
@@ -23,7 +22,7 @@ from specserve.profile.facts import ProfileFacts, facts, load_facts
 from specserve.profile.issues import errors
 from specserve.profile.model import profile_from_document
 from specserve.profile.schema import schema_issues
-from tests.helm.conftest import CHART, CI_VALUES, REPO, Rendered, template
+from tests.helm.conftest import CHART, CI_VALUES, REPO, Rendered, merged, template
 
 PROFILES = sorted((REPO / "profiles").glob("*.yaml"))
 STANDIN = REPO / "profiles" / "standin-cpu.yaml"
@@ -32,16 +31,6 @@ CHART_VALUES = yaml.safe_load((CHART / "values.yaml").read_text(encoding="utf-8"
 # (_helpers.tpl specserve.profileYaml); nothing else may differ.
 POD_HOST = "0.0.0.0"
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
-
-
-def _merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    out = copy.deepcopy(base)
-    for key, value in over.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _merged(out[key], value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
 
 
 def _bytes(quantity: str | int) -> int:
@@ -193,7 +182,7 @@ def _chart_derivations(rendered: Rendered, values: dict[str, Any]) -> dict[str, 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_chart_derives_what_the_library_does(tools: Path, tmp_path: Path, case: str) -> None:
     chart_values, source = CASES[case]
-    values = _merged(CHART_VALUES, chart_values)
+    values = merged(CHART_VALUES, chart_values)
     code, stderr, rendered = _render(tools, tmp_path, chart_values)
     assert code == 0, f"{case}: the chart refuses a profile the library accepts:\n{stderr}"
     pod = _pod_facts(rendered)
@@ -242,14 +231,14 @@ def _gpu_cases() -> dict[str, dict[str, Any]]:
     kimi = yaml.safe_load((REPO / "profiles" / "kimi-k2.5-int4-eagle3-8gpu.yaml").read_text())
     cpu = yaml.safe_load(STANDIN.read_text(encoding="utf-8"))
     return {
-        "cpu-tp2": _merged(cpu, {"parallelism": {"tp": 2}}),
-        "one-gpu-asks-two": _merged(llama, {"gpu": {"count": 2}}),
-        "kimi-dp2": _merged(kimi, {"parallelism": {"dp": 2}}),
-        "kimi-dp-attention-tp4": _merged(
+        "cpu-tp2": merged(cpu, {"parallelism": {"tp": 2}}),
+        "one-gpu-asks-two": merged(llama, {"gpu": {"count": 2}}),
+        "kimi-dp2": merged(kimi, {"parallelism": {"dp": 2}}),
+        "kimi-dp-attention-tp4": merged(
             kimi, {"parallelism": {"tp": 4, "dp": 2, "enable_dp_attention": True}}
         ),
         # Accepted by both: DP attention keeps the DP ranks inside the TP group.
-        "kimi-dp-attention": _merged(
+        "kimi-dp-attention": merged(
             kimi, {"parallelism": {"dp": 2, "enable_dp_attention": True}}
         ),
     }

@@ -8,14 +8,13 @@ over two nodes (the LeaderWorkerSet), and at one node with tp 8 (the Deployment)
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from tests.helm.conftest import REPO, template
+from tests.helm.conftest import REPO, merged, template
 
 MULTI = REPO / "tests" / "fixtures" / "profiles" / "multinode-kimi-2x8gpu.yaml"
 COMPONENT = "app.kubernetes.io/component"
@@ -74,16 +73,6 @@ def _profile(nodes: int) -> dict[str, Any]:
     return doc
 
 
-def _merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    out = copy.deepcopy(base)
-    for key, value in over.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _merged(out[key], value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
-
-
 def _render(tools: Path, tmp_path: Path, values: dict[str, Any]) -> list[dict[str, Any]]:
     path = tmp_path / f"values-{len(list(tmp_path.iterdir()))}.yaml"
     path.write_text(yaml.safe_dump(values, sort_keys=False), encoding="utf-8")
@@ -99,8 +88,8 @@ def _one(docs: list[dict[str, Any]], kind: str, name: str = "specserve") -> dict
 
 def _pods(tools: Path, tmp_path: Path, extra: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """The pod template of each shape: deployment, leader, worker."""
-    single = _render(tools, tmp_path, _merged(BASE, {"profile": _profile(1), **extra}))
-    multi = _render(tools, tmp_path, _merged(BASE, {"profile": _profile(2), **extra}))
+    single = _render(tools, tmp_path, merged(BASE, {"profile": _profile(1), **extra}))
+    multi = _render(tools, tmp_path, merged(BASE, {"profile": _profile(2), **extra}))
     lwt = _one(multi, "LeaderWorkerSet")["spec"]["leaderWorkerTemplate"]
     return {
         "deployment": _one(single, "Deployment")["spec"]["template"],
@@ -251,7 +240,7 @@ def test_one_group_is_spread_too_and_none_means_none(tools: Path, tmp_path: Path
 def test_every_pod_waits_for_the_download_job_it_names(tools: Path, tmp_path: Path) -> None:
     """The init container's wait message names the Job to look at, on every rank too."""
     for nodes in (1, 2):
-        docs = _render(tools, tmp_path, _merged(BASE, {"profile": _profile(nodes)}))
+        docs = _render(tools, tmp_path, merged(BASE, {"profile": _profile(nodes)}))
         (job,) = [d for d in docs if d["kind"] == "Job" and "-download-" in d["metadata"]["name"]]
         marker = job["spec"]["template"]["spec"]["containers"][0]["command"][4]
         if nodes == 1:
