@@ -54,7 +54,7 @@ def _blocks(lines: list[str]) -> Iterator[tuple[int, int, str, tuple[str, ...]]]
     for number, line in enumerate(lines):
         stripped = line.lstrip(" ")
         if stripped.startswith(MARK.rstrip()):
-            start = number if start is None or not lines[start].lstrip().startswith("#") else start
+            start = number if start is None else start
             continue
         if stripped.startswith("#") and start is not None:
             continue  # a continuation line of the block
