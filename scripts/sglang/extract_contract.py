@@ -793,6 +793,59 @@ def health_facts() -> dict[str, Any]:
     }
 
 
+def request_spec_details() -> dict[str, Any]:
+    """Per-request speculative details: which meta_info keys TokenizerManager.
+    _calculate_spec_decoding_metrics writes (AST), under which condition its caller calls it,
+    and how the OpenAI routes return them (the request switch and sglext's SpecTokensDetails,
+    imported: protocol.py is pydantic only)."""
+    manager = SRT / "managers" / "tokenizer_manager.py"
+    tree = parse_module(manager)
+    method = next(
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef) and node.name == "_calculate_spec_decoding_metrics"
+    )
+    keys = sorted(
+        {
+            node.slice.value
+            for node in ast.walk(method)
+            if isinstance(node, ast.Subscript)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "meta_info"
+            and isinstance(node.ctx, ast.Store)
+            and isinstance(node.slice, ast.Constant)
+        }
+    )
+    text = manager.read_text(encoding="utf-8")
+    guarded = bool(
+        re.search(
+            r"if get_spec\(\)\.speculative_algorithm:\s*\n\s*"
+            r"self\._calculate_spec_decoding_metrics\(",
+            text,
+        )
+    )
+    from sglang.srt.entrypoints.openai import protocol
+
+    switch = "return_spec_tokens_details"
+    routes = {
+        route: switch in model.model_fields
+        for route, model in (
+            ("/v1/completions", protocol.CompletionRequest),
+            ("/v1/chat/completions", protocol.ChatCompletionRequest),
+        )
+    }
+    return {
+        "meta_info_keys": keys,
+        "only_when_speculative_algorithm": guarded,
+        "openai_request_switch": switch,
+        "openai_routes": routes,
+        "openai_response_path": "sglext.spec_tokens_details",
+        "openai_fields": sorted(protocol.SpecTokensDetails.model_fields),
+        "source": rel(manager),
+        "openai_source": rel(SRT / "entrypoints" / "openai" / "protocol.py"),
+    }
+
+
 def extract_facts(options: list[dict[str, Any]]) -> dict[str, Any]:
     by_flag = {flag: option for option in options for flag in option["flags"]}
     hook = SRT / "arg_groups" / "speculative_hook.py"
@@ -804,6 +857,7 @@ def extract_facts(options: list[dict[str, Any]]) -> dict[str, Any]:
         "cuda_graph_backend_decode_choices": backend["choices"] if backend else None,
         "num_continuous_decode_steps_readers": readers_of("num_continuous_decode_steps"),
         "health": health_facts(),
+        "request_spec_details": request_spec_details(),
     }
 
 

@@ -94,6 +94,81 @@ def generate_request(body: dict[str, Any], content_factor_of: Any) -> tuple[Requ
     return req, req.stream
 
 
+def spec_meta_info(req: Request) -> dict[str, Any]:
+    """The per-request speculative details SGLang adds to a finished request's meta_info.
+
+    A mirror of TokenizerManager._calculate_spec_decoding_metrics (0.5.21 and 0.5.23 alike;
+    tests/contract/test_request_spec_details.py runs the real method on the same counts):
+    only under a speculative algorithm and after at least one verify pass; accept rate =
+    correct drafts / (verify passes x (draft tokens - 1)), the bonus token left out; accept
+    length = completion tokens / verify passes, so the prefill's first token counts too;
+    the histogram only when non-empty. DSPARK's cap and block figures are left out.
+    """
+    drafts = req.spec_num_draft_tokens
+    if drafts is None or req.spec_verify_ct <= 0:
+        return {}
+    out: dict[str, Any] = {}
+    proposed = req.spec_verify_ct * (drafts - 1)
+    if proposed > 0:
+        out["spec_accept_rate"] = req.spec_num_correct_drafts / proposed
+        out["spec_accept_length"] = req.generated / req.spec_verify_ct
+        out["spec_num_correct_drafts"] = req.spec_num_correct_drafts
+        out["spec_num_proposed_drafts"] = proposed
+        out["spec_verify_ct"] = req.spec_verify_ct
+    if req.spec_correct_drafts_histogram:
+        out["spec_correct_drafts_histogram"] = list(req.spec_correct_drafts_histogram)
+    return out
+
+
+# SpecTokensDetails (entrypoints/openai/protocol.py): every field, zero when meta_info lacks it
+# (spec_tokens_details_from_meta_info's `or 0`).
+_SPEC_TOKENS_DETAILS: dict[str, Any] = {
+    "spec_accept_rate": 0.0,
+    "spec_accept_length": 0.0,
+    "spec_cap_length": 0.0,
+    "spec_block_accept_length": 0.0,
+    "spec_num_correct_drafts": 0,
+    "spec_num_proposed_drafts": 0,
+    "spec_verify_ct": 0,
+    "spec_correct_drafts_histogram": [],
+    "spec_cap_lens_histogram": [],
+}
+
+
+def wants_spec_details(body: dict[str, Any]) -> bool:
+    """The OpenAI routes' switch (`return_spec_tokens_details`, off by default)."""
+    return bool(body.get("return_spec_tokens_details", False))
+
+
+def sglext(req: Request) -> dict[str, Any] | None:
+    """The response-level `sglext` carrying SpecTokensDetails; None when meta_info has none
+    (spec_tokens_details_from_meta_info returns None: no sglext is written)."""
+    meta = spec_meta_info(req)
+    if not meta:
+        return None
+    details = {key: meta.get(key) or default for key, default in _SPEC_TOKENS_DETAILS.items()}
+    return {
+        "routed_experts": None,
+        "cached_tokens_details": None,
+        "spec_tokens_details": details,
+        "input_ids": None,
+        "output_ids": None,
+    }
+
+
+def sglext_chunk(cid: str, model: str, ext: dict[str, Any]) -> dict[str, Any]:
+    """The stream's sglext event: choices empty, sent before the usage chunk (serving_chat)."""
+    return {
+        "id": cid,
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [],
+        "usage": None,
+        "sglext": ext,
+    }
+
+
 def usage(req: Request) -> dict[str, Any]:
     return {
         "prompt_tokens": req.prompt_tokens,
@@ -167,6 +242,7 @@ def generate_response(req: Request, text: str, e2e: float) -> dict[str, Any]:
             "completion_tokens": req.generated,
             "cached_tokens": 0,
             "e2e_latency": e2e,
+            **(spec_meta_info(req) if req.finish_reason is not None else {}),
         },
     }
 

@@ -60,6 +60,11 @@ VOCAB: tuple[str, ...] = (
 DEFAULT_MAX_RUNNING = 128
 DEFAULT_CUDA_GRAPH_MAX_BS = 160
 DEFAULT_MAX_TOTAL_TOKENS = 500_000
+# A looping request's period in words (SPECSERVE_STANDIN_LOOP_WHEN).
+LOOP_PERIOD = 3
+# Per-draft acceptance of a looping request: a drafter predicts a loop almost perfectly, which
+# is how a degenerate point would "win" a tuning run on accept length.
+LOOPING_ACCEPTANCE = 0.98
 # SGLang's idle metrics refresh (_maybe_log_idle_metrics: `last_log_time + 30`), wall seconds.
 IDLE_METRICS_INTERVAL_S = 30.0
 
@@ -92,13 +97,34 @@ class Request:
     """Upstream's `is_streaming` label of the request metrics."""
     spec_verify_ct: int = 0
     """Verify passes the request took part in (upstream's req.spec_verify_ct)."""
+    spec_num_correct_drafts: int = 0
+    """Draft tokens its verify passes accepted, the bonus token left out (upstream's)."""
+    spec_correct_drafts_histogram: list[int] = field(default_factory=list)
+    """[k] = verify passes that accepted k drafts (Req.update_spec_correct_drafts_histogram)."""
+    spec_num_draft_tokens: int | None = None
+    """The server's draft tokens per verify (get_spec().speculative_num_draft_tokens, what
+    upstream's per-request accept rate divides by); None without speculation."""
+    looping: bool = False
+    """SPECSERVE_STANDIN_LOOP_WHEN matched: the output repeats LOOP_PERIOD words forever."""
 
     def __post_init__(self) -> None:
         self.seed = zlib.crc32(self.text.encode("utf-8"))
 
     def token_text(self, index: int) -> str:
-        word = VOCAB[(self.seed + index * 31) % len(VOCAB)]
+        # A hash per position, not an arithmetic progression over VOCAB: a progression repeats
+        # with the vocabulary's period, which a repetition measure rightly calls a loop.
+        position = index % LOOP_PERIOD if self.looping else index
+        word = VOCAB[zlib.crc32(f"{self.seed}:{position}".encode()) % len(VOCAB)]
         return word if index == 0 else " " + word
+
+    def add_verify(self, correct_drafts: int) -> None:
+        """One verify pass that accepted `correct_drafts` drafts (batch_result_processor)."""
+        self.spec_verify_ct += 1
+        self.spec_num_correct_drafts += correct_drafts
+        histogram = self.spec_correct_drafts_histogram
+        if len(histogram) <= correct_drafts:
+            histogram.extend([0] * (correct_drafts - len(histogram) + 1))
+        histogram[correct_drafts] += 1
 
     @property
     def limit(self) -> int:
@@ -132,8 +158,10 @@ class Engine:
         time_scale: float,
         drafter_mismatch: bool,
         verify_cap: int | None = None,
+        looping: bool = False,
     ) -> None:
         self.args = args
+        self.looping = looping
         self.behaviour = behaviour
         self.printer = printer
         self.metrics = metrics
@@ -210,6 +238,9 @@ class Engine:
                 raise EngineClosed("server is shutting down")
             self._counter += 1
             req.rid = f"{self._counter:016x}"
+            req.looping = self.looping
+            if self.args.spec is not None:
+                req.spec_num_draft_tokens = self.args.spec.num_draft_tokens
             self._waiting.append(req)
             self._cond.notify_all()
 
@@ -349,8 +380,9 @@ class Engine:
                 n = 1
             else:
                 a = 0.0 if self.drafter_mismatch else behaviour.acceptance * req.content_factor
+                if req.looping and not self.drafter_mismatch:
+                    a = LOOPING_ACCEPTANCE
                 req.acc += accept_length(self.shape, a)
-                req.spec_verify_ct += 1
                 # 1e-9 keeps 2.0 from flooring to 1 after float drift.
                 n = max(1, math.floor(req.acc + 1e-9))
                 req.acc -= n
@@ -366,6 +398,7 @@ class Engine:
         for req, n in zip(running, grants, strict=True):
             if self.shape is not None:
                 n = self._verify_capped(n)
+                req.add_verify(n - 1)  # the committed run less its bonus token
             accepted += n
             emitted = self._emit(req, n)
             if self.metrics is not None and emitted and req.log_metrics:

@@ -299,8 +299,20 @@ def make_handler(state: ServerState) -> type[BaseHTTPRequestHandler]:
             if not self._submit(req):
                 return
             cid = api.chat_id()
+            details = api.wants_spec_details(body)
+
+            def ext() -> dict[str, Any] | None:
+                return api.sglext(req) if details else None
+
             if not stream:
-                self._finish_plain(req, lambda text: api.chat_response(req, model, text, cid))
+
+                def plain(text: str) -> dict[str, Any]:
+                    doc = api.chat_response(req, model, text, cid)
+                    if (extension := ext()) is not None:
+                        doc["sglext"] = extension
+                    return doc
+
+                self._finish_plain(req, plain)
                 return
             self._stream(
                 req,
@@ -308,6 +320,7 @@ def make_handler(state: ServerState) -> type[BaseHTTPRequestHandler]:
                 piece=lambda text: api.chat_chunk(cid, model, {"content": text}, None),
                 last=lambda: (
                     [api.chat_chunk(cid, model, {}, req.finish_reason)]
+                    + ([api.sglext_chunk(cid, model, e)] if (e := ext()) is not None else [])
                     + ([api.usage_chunk(cid, model, req)] if include_usage else [])
                 ),
             )

@@ -56,6 +56,17 @@ class Knobs:
     """DSPARK under SGLANG_RAGGED_VERIFY_MODE cap-accept / compact: the tokens (bonus included)
     each request's verify pass may commit; None = the whole block, what SGLang's verify budget
     degenerates to without a profiled SPS table ("verify-all")."""
+    loop_when: tuple[tuple[str, str], ...] | None = None
+    """SPECSERVE_STANDIN_LOOP_WHEN: `dest=value,...` over the resolved server arguments (e.g.
+    `speculative_num_steps=3,speculative_num_draft_tokens=4`), or `always`: a server whose
+    arguments all match writes looping output that its drafter predicts almost perfectly, the
+    degenerate point a benchmark must not reward (issue 31 item 3). None = never."""
+
+    def loops(self, resolved: Mapping[str, object]) -> bool:
+        """Whether a server with these resolved arguments writes looping output."""
+        if self.loop_when is None:
+            return False
+        return all(str(resolved.get(key)) == value for key, value in self.loop_when)
 
 
 def sglang_version(env: Mapping[str, str] | None = None) -> str:
@@ -83,6 +94,23 @@ def _float(env: Mapping[str, str], name: str, default: float, minimum: float) ->
     return value
 
 
+def _loop_when(raw: str) -> tuple[tuple[str, str], ...] | None:
+    if not raw.strip():
+        return None
+    if raw.strip() == "always":
+        return ()
+    pairs: list[tuple[str, str]] = []
+    for item in raw.split(","):
+        key, sep, value = item.strip().partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise KnobError(
+                f"{PREFIX}LOOP_WHEN={raw!r}: each entry must be dest=value (a resolved server "
+                "argument, e.g. speculative_num_steps=3), or the whole value 'always'"
+            )
+        pairs.append((key.strip(), value.strip()))
+    return tuple(pairs)
+
+
 def load_knobs(env: Mapping[str, str] | None = None) -> Knobs:
     env = os.environ if env is None else env
     crash_raw = env.get(PREFIX + "CRASH_AFTER_SECONDS")
@@ -102,6 +130,7 @@ def load_knobs(env: Mapping[str, str] | None = None) -> Knobs:
     if verify_cap is not None and verify_cap < 1:
         raise KnobError(f"{PREFIX}VERIFY_CAP={cap_raw!r} must be >= 1 (the bonus token)")
     return Knobs(
+        loop_when=_loop_when(env.get(PREFIX + "LOOP_WHEN") or ""),
         load_seconds=_float(env, "LOAD_SECONDS", 2.0, 0.0),
         warmup_seconds=_float(env, "WARMUP_SECONDS", 1.0, 0.0),
         behaviour_file=Path(behaviour) if behaviour else None,

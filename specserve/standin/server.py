@@ -227,7 +227,7 @@ def run(args: StandinArgs, knobs: Knobs, printer: LinePrinter, stop: threading.E
     metrics = NativeMetrics(args.served_model_name) if args.enable_metrics else None
     engine = Engine(
         args, behaviour, printer, metrics, knobs.base_tps, knobs.time_scale, mismatch,
-        verify_cap=knobs.verify_cap,
+        verify_cap=knobs.verify_cap, looping=knobs.loops(args.resolved),
     )  # fmt: skip
     started = time.time()
     state = ServerState(

@@ -262,6 +262,12 @@ class SGLangContract:
         """SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION's default: /health runs a generation."""
         return bool(self.facts["health"]["SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION"]["default"])
 
+    @property
+    def request_spec_details(self) -> dict[str, Any]:
+        """How a finished request's speculative details come back: the meta_info keys of the
+        native routes, and the OpenAI routes' request switch and response path."""
+        return dict(self.facts["request_spec_details"])
+
 
 @cache
 def sglang_contract(version: str = PINNED_VERSION) -> SGLangContract:

@@ -358,3 +358,60 @@ def test_crash_knob_exits_nonzero(start_standin) -> None:
     )
     assert server.proc.wait(timeout=10) == 3
     assert "simulated crash" in "\n".join(server.lines())
+
+
+def _stream_chat(server, body: dict) -> list[dict]:
+    r = requests.post(server.url + "/v1/chat/completions", json={**body, "stream": True},
+                      stream=True, timeout=30)
+    events = [line[len("data: ") :] for line in r.iter_lines(decode_unicode=True) if line]
+    assert events[-1] == "[DONE]"
+    return [json.loads(e) for e in events[:-1]]
+
+
+def test_per_request_speculative_details_on_both_routes(start_standin, tmp_path: Path) -> None:
+    """SGLang's per-request details (tests/contract/test_request_spec_details.py holds the
+    formula to SGLang's own): native meta_info always under speculation, the OpenAI route's
+    sglext only when asked, its stream chunk before the usage chunk; none without speculation."""
+    drafter = make_drafter(tmp_path, "LlamaForCausalLMEagle3")
+    server = start_standin(*_spec("EAGLE3", drafter))
+    gen = requests.post(server.url + "/generate", timeout=30, json={
+        "text": "abc", "sampling_params": {"max_new_tokens": 40, "ignore_eos": True}}).json()
+    meta = gen["meta_info"]
+    assert meta["spec_accept_length"] == pytest.approx(40 / meta["spec_verify_ct"])
+    histogram = meta["spec_correct_drafts_histogram"]
+    assert sum(histogram) == meta["spec_verify_ct"] and len(histogram) <= 4
+    assert sum(k * n for k, n in enumerate(histogram)) == meta["spec_num_correct_drafts"]
+    assert meta["spec_num_proposed_drafts"] == 3 * meta["spec_verify_ct"]
+
+    body = {"messages": [{"role": "user", "content": "hello"}], "max_tokens": 30,
+            "ignore_eos": True}
+    assert "sglext" not in server.chat("hello", max_tokens=30, ignore_eos=True)
+    asked = requests.post(server.url + "/v1/chat/completions", timeout=30,
+                          json={**body, "return_spec_tokens_details": True}).json()
+    details = asked["sglext"]["spec_tokens_details"]
+    assert details["spec_accept_length"] == pytest.approx(30 / details["spec_verify_ct"])
+    chunks = _stream_chat(server, {**body, "return_spec_tokens_details": True,
+                                   "stream_options": {"include_usage": True}})
+    assert chunks[-2]["choices"] == [] and "spec_tokens_details" in chunks[-2]["sglext"]
+    assert chunks[-1]["usage"]["completion_tokens"] == 30
+    assert all("sglext" not in c for c in _stream_chat(server, body))
+
+    plain = start_standin()
+    gen = requests.post(plain.url + "/generate", timeout=30, json={
+        "text": "abc", "sampling_params": {"max_new_tokens": 5, "ignore_eos": True}}).json()
+    assert not any(key.startswith("spec_") for key in gen["meta_info"])
+
+
+def test_loop_knob_loops_only_the_matching_config(start_standin, tmp_path: Path) -> None:
+    drafter = make_drafter(tmp_path, "LlamaForCausalLMEagle3")
+    env = {"SPECSERVE_STANDIN_LOOP_WHEN": "speculative_num_steps=3,speculative_num_draft_tokens=4"}
+    looping = start_standin(*_spec("EAGLE3", drafter), env=env)
+    words = looping.chat("hello", max_tokens=30, ignore_eos=True)[
+        "choices"][0]["message"]["content"].split()
+    assert len(set(words)) <= 3 and words[3:] == words[:-3]  # one period, repeated
+    other = start_standin(*_spec("EAGLE3", drafter)[:-6], "--speculative-num-steps", "2",
+                          "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "3",
+                          env=env)
+    words = other.chat("hello", max_tokens=30, ignore_eos=True)[
+        "choices"][0]["message"]["content"].split()
+    assert len(set(words)) > 10
