@@ -7,6 +7,12 @@ bytes as they arrive for both framings.
 Token counts come from the final `usage` chunk (`stream_options.include_usage`), since with
 speculative decoding one chunk carries several tokens. Without `usage` the chunk count is used
 and the record says so.
+
+SGLang's per-request speculative details come back on this route when the request asks
+(`return_spec_tokens_details`, both verified versions: facts.request_spec_details of the
+contract data): a chunk with empty choices and `sglext.spec_tokens_details`, before the usage
+chunk. A server without speculation sends none; an OpenAI server other than SGLang ignores the
+field. The streamed text is kept for the repetition measure (specserve/bench/degenerate.py).
 """
 
 from __future__ import annotations
@@ -36,6 +42,13 @@ class RequestRecord:
     output_tokens: int = 0
     tokens_from: str = "usage"
     finish_reason: str | None = None
+    spec: dict[str, Any] | None = None
+    """SGLang's SpecTokensDetails for this request; None when the server sent none."""
+    text_parts: list[str] = field(default_factory=list)
+
+    @property
+    def text(self) -> str:
+        return "".join(self.text_parts)
 
     @property
     def itls(self) -> list[float]:
@@ -61,6 +74,7 @@ def chat_body(prompt: Prompt, model: str, max_tokens: int, temperature: float) -
         "temperature": temperature,
         "stream": True,
         "stream_options": {"include_usage": True},
+        "return_spec_tokens_details": True,
     }
 
 
@@ -105,10 +119,14 @@ def _consume(record: RequestRecord, doc: dict[str, Any], now: float) -> None:
     if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
         record.output_tokens = usage["completion_tokens"]
         record.tokens_from = "usage"
+    ext = doc.get("sglext")
+    if isinstance(ext, dict) and isinstance(ext.get("spec_tokens_details"), dict):
+        record.spec = ext["spec_tokens_details"]
     for choice in doc.get("choices") or []:
         delta = choice.get("delta") or {}
         # A reasoning model (Kimi with --reasoning-parser) streams its thinking first.
         if delta.get("content") or delta.get("reasoning_content"):
+            record.text_parts.append(str(delta.get("content") or delta.get("reasoning_content")))
             if record.ttft is None:
                 record.ttft = now
             record.chunk_times.append(now)

@@ -31,6 +31,7 @@ from specserve.profile.loader import ProfileError, load_profile
 
 EXIT_OK, EXIT_LEVEL_FAILED, EXIT_USAGE = 0, 1, 2
 OUTPUTS = ("results.json", "results.md", "plot.png")
+ACCEPTANCE_PLOT = "acceptance.png"  # written when the server returned speculative details
 MAX_CONCURRENCY = 4096
 
 
@@ -81,12 +82,16 @@ def _out_dir(args: argparse.Namespace) -> Path:
 
 
 def write_outputs(result: dict[str, Any], baseline: dict[str, Any] | None, out: Path) -> None:
-    from specserve.bench.plot import plot  # matplotlib is slow to import; only when needed
+    # matplotlib is slow to import; only when needed
+    from specserve.bench.acceptplot import has_acceptance, plot_acceptance
+    from specserve.bench.plot import plot
 
     out.mkdir(parents=True, exist_ok=True)
     write_result(result, out / "results.json")
     (out / "results.md").write_text(markdown(result), encoding="utf-8")
     plot(result, baseline, out / "plot.png")
+    if has_acceptance(result):
+        plot_acceptance(result, out / ACCEPTANCE_PLOT)
 
 
 def _settings_doc(

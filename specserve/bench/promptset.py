@@ -1,9 +1,12 @@
-"""Benchmark prompts: the shipped set (chat, code, math) or a user's JSONL file.
+"""Benchmark prompts: the shipped set (classes chat, code, math, long-context, multilingual) or a
+user's JSONL file.
 
 Each line is one JSON object: `{"prompt": "text"}` or `{"messages": [{"role", "content"}]}`,
 with optional `"kind"` (default "custom") and `"id"` (default "<file>:<line>"). Kinds matter
 because a drafter's accept length depends on content: code and math are more predictable than
-open chat, so the set is kept per kind and requests interleave the kinds.
+open chat, so the set is kept per kind and requests interleave the kinds. A kind is the prompt's
+class: `specserve bench` reports acceptance per class, so one class that accepts little (long
+context, another language) does not vanish in the mean.
 """
 
 from __future__ import annotations

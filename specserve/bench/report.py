@@ -83,6 +83,67 @@ def _row(level: dict[str, Any], with_baseline: bool) -> list[str]:
     return cells
 
 
+def _survival(values: list[float]) -> str:
+    return " ".join(f"{k}:{v:.2f}" for k, v in enumerate(values, start=1)) or "-"
+
+
+def acceptance_lines(result: dict[str, Any]) -> list[str]:
+    """Per concurrency and prompt class: the per-request accept length's distribution and how
+    often each draft position survived; nothing when no level carried SGLang's details."""
+    rows = []
+    for level in result["levels"]:
+        section = level.get("acceptance")
+        if not section:
+            continue
+        for kind, part in [("all", section), *sorted(section["by_kind"].items())]:
+            dist = part["accept_length"]
+            rows.append(
+                f"| {level['concurrency']} | {kind} | {dist['n']} | {_fmt(dist['p10'], 2)} | "
+                f"{_fmt(dist['p50'], 2)} | {_fmt(dist['p90'], 2)} | {part['verify_passes']} | "
+                f"{_survival(part['position_survival'])} |"
+            )
+    if not rows:
+        return []
+    return [
+        "",
+        "## Acceptance per request, class and draft position",
+        "",
+        "From SGLang's per-request speculative details (`sglext.spec_tokens_details`): accept "
+        "length = a request's completion tokens / its verify passes; p10/p50/p90 over the "
+        "requests of the class (n). Position k survives a verify pass when the pass accepts at "
+        "least k drafts (`spec_correct_drafts_histogram`): P(accepted >= k); a position that "
+        "rarely survives says fewer draft tokens would do.",
+        "",
+        "| concurrency | class | n | accept len p10 | p50 | p90 | verify passes | "
+        "P(position k survives) |",
+        "|---:|---|---:|---:|---:|---:|---:|---|",
+        *rows,
+    ]
+
+
+def degenerate_lines(result: dict[str, Any]) -> list[str]:
+    """The levels whose outputs repeated themselves, with the measure and the prompts."""
+    flagged = [lv for lv in result["levels"] if (lv.get("degenerate") or {}).get("count")]
+    if not flagged:
+        return []
+    first = flagged[0]["degenerate"]
+    lines = [
+        "",
+        "## Degenerate outputs",
+        "",
+        f"Requests whose {first['measure']} (the share of repeated 4-grams, Welleck et al. "
+        f"2019) exceeds {first['threshold']:g}: looping output, which inflates accept length.",
+        "",
+    ]
+    for lv in flagged:
+        deg = lv["degenerate"]
+        lines.append(
+            f"- concurrency {lv['concurrency']}: {deg['count']} of {deg['judged']} requests "
+            f"degenerate ({deg['share']:.0%}); prompts {', '.join(deg['prompt_ids'][:10])}"
+        )
+    return lines
+
+
 def markdown(result: dict[str, Any]) -> str:
     """Heading, run facts and one row per level; a speedup column when a baseline is attached."""
     server = result["server"]
@@ -130,6 +191,7 @@ def markdown(result: dict[str, Any]) -> str:
     lines.extend(
         "| " + " | ".join(_row(level, bool(baseline))) + " |" for level in result["levels"]
     )
+    lines += acceptance_lines(result) + degenerate_lines(result)
     problems = [
         f"- concurrency {lv['concurrency']}: {e['count']} x {e['message']}"
         for lv in result["levels"]

@@ -16,6 +16,7 @@ import httpx
 from specserve.bench.client import RequestRecord, chat_body, stream_chat
 from specserve.bench.exporter import ExporterError, ExporterScraper, Snapshot, window_means
 from specserve.bench.native import NativeScraper, level_latency
+from specserve.bench.perrequest import level_sections
 from specserve.bench.promptset import Prompt
 from specserve.bench.stats import summarize_level
 
@@ -208,6 +209,7 @@ def _run_levels(
             before, problem = _settled(scraper)
         records, wall = run_level(settings, concurrency, prompts, progress, header)
         summary = summarize_level(concurrency, records, wall, settings.max_tokens)
+        summary.update(level_sections(records))
         native_after = native.scrape()
         summary["server_latency"] = (
             None

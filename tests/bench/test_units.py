@@ -94,12 +94,16 @@ def test_summarize_level_counts_only_successes() -> None:
 # -- prompts ---------------------------------------------------------------------------------
 
 
-def test_builtin_prompts_have_three_kinds_that_the_standin_tells_apart() -> None:
+def test_builtin_prompts_have_the_classes_that_the_standin_tells_apart() -> None:
     prompts, desc = load_prompts("builtin")
     assert desc == "builtin"
     kinds = {p.kind for p in prompts}
-    assert kinds == {"chat", "code", "math"}
-    assert all(sum(p.kind == k for p in prompts) >= 12 for k in kinds)
+    # The classes issue 31 names: chat, code, long context, another language (and math).
+    assert kinds == {"chat", "code", "math", "long-context", "multilingual"}
+    assert all(sum(p.kind == k for p in prompts) >= 6 for k in kinds)
+    longest_chat = max(len(p.messages[-1]["content"]) for p in prompts if p.kind == "chat")
+    assert all(len(p.messages[-1]["content"]) > 10 * longest_chat
+               for p in prompts if p.kind == "long-context")
     # The stand-in's content factors make accept length depend on kind: code prompts hit the
     # "code" keyword, chat and math prompts hit none.
     behaviour = Behaviour()
