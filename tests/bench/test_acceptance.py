@@ -30,12 +30,13 @@ CODE = (
     "                out.update(parse(line))\n    return out\n"
 )
 LOOP = "I think that the answer is " + "the answer is the answer is " * 12
-CJK_LOOP = "我觉得" + "答案是这个，" * 20
+CJK_LOOP = "我觉得" + "答案是这个。" * 20
 
 
 def test_a_looping_text_is_flagged_and_normal_ones_are_not() -> None:
     assert is_degenerate(repetition(LOOP)) and is_degenerate(repetition(CJK_LOOP))
-    for text in (NORMAL, CODE, "这是一个关于秋天树叶为什么变色的简短说明，叶绿素分解后胡萝卜素显现出来。"):
+    chinese = "这是一个关于秋天树叶为什么变色的简短说明。叶绿素分解后胡萝卜素显现出来。"
+    for text in (NORMAL, CODE, chinese):
         score = repetition(text)
         assert score is not None and score < THRESHOLD, text[:30]
     assert repetition("too short to judge") is None and not is_degenerate(None)
