@@ -277,8 +277,11 @@ def test_a_first_deploy_failing_on_one_rank_stops_every_rank(tmp_path: Path) -> 
             assert f"seen on rank {rank} (rank{rank})" in run.output
         assert "No last good spec for this rank" in run.output, run.output[-5000:]
         assert "simulated crash (SPECSERVE_STANDIN_CRASH_AFTER_SECONDS=1" in run.output
+        # Said only when it is so: each rank's rollback stopped its server and kept it.
+        assert "ROLLBACK FAILED" not in run.output, run.output[-8000:]
+        assert "still under its name" not in run.output, run.output[-8000:]
         for rank in (0, 1):
-            assert docker_inspect(f"{dep.prefix}-r{rank}") is None
+            assert docker_inspect(f"{dep.prefix}-r{rank}") is None, (rank, run.output[-8000:])
             kept = docker_inspect(f"{dep.prefix}-r{rank}-prev-1")
             assert kept is not None and not kept["State"]["Running"], rank
             assert kept["HostConfig"]["RestartPolicy"]["Name"] == "no"
