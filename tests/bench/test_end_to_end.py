@@ -227,6 +227,46 @@ def test_accept_length_follows_prompt_kind(servers, bench) -> None:
     )
 
 
+def test_acceptance_per_request_class_and_position(servers, bench) -> None:
+    """The stand-in returns SGLang's per-request details (its formula held to SGLang's own in
+    tests/contract/test_request_spec_details.py); the bench reports them per request, per class
+    and per draft position, and finds no degenerate output in normal text."""
+    spec, base = servers
+    kinds = ("chat", "code", "long-context", "multilingual")
+    run = bench(
+        "--url", spec.url, "--concurrency", "1,2", "--requests-per-level", "8",
+        "--max-tokens", "48", "--kinds", ",".join(kinds),
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    result = load_result(run.out_dir / "results.json")
+    for level in result["levels"]:
+        for row in level["per_request"]:
+            # SGLang's formula: completion tokens / verify passes (the prefill's token counted).
+            assert row["accept_length"] == pytest.approx(row["output_tokens"] / row["verify_ct"])
+            assert sum(row["histogram"]) == row["verify_ct"] and len(row["histogram"]) <= 4
+        acceptance = level["acceptance"]
+        assert set(acceptance["by_kind"]) == set(kinds)
+        assert acceptance["accept_length"]["n"] == 8
+        # The stand-in grants floor(running sum of its accept length), so a pass accepts one of
+        # two neighbouring counts: positions up to the lower always survive, none past 3.
+        survival = acceptance["position_survival"]
+        assert 1 <= len(survival) <= 3 and survival == sorted(survival, reverse=True)
+        assert survival[0] == 1.0 and 0 < survival[-1] < 1
+        assert level["degenerate"]["count"] == 0 and level["degenerate"]["judged"] == 8
+    pooled = result["levels"][0]["acceptance"]["by_kind"]
+    assert pooled["code"]["accept_length"]["p50"] > pooled["chat"]["accept_length"]["p50"]
+    text = (run.out_dir / "results.md").read_text()
+    assert "## Acceptance per request, class and draft position" in text
+    assert "| 2 | long-context |" in text and "| 1 | multilingual |" in text
+    assert mpimg.imread(run.out_dir / "acceptance.png").shape[0] > 300
+
+    plain = bench("--url", base.url, "--concurrency", "1", "--requests-per-level", "2",
+                  "--max-tokens", "24", "--kinds", "chat", out="plain")
+    assert plain.returncode == 0, plain.stderr
+    level = load_result(plain.out_dir / "results.json")["levels"][0]
+    assert level["acceptance"] is None and not (plain.out_dir / "acceptance.png").exists()
+
+
 def test_duration_mode(servers, bench) -> None:
     spec, _ = servers
     run = bench(
