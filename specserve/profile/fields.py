@@ -426,6 +426,15 @@ FIELDS: tuple[Field, ...] = (
         False,
     ),
     Field(
+        "server.allow_uncaptured_decode",
+        _t("string", null=True, minLength=1),
+        "Why decode batches above the largest one SGLang captures as a CUDA graph may run "
+        "eagerly: the explicit override `check` wants before it lets the running-request cap "
+        "exceed that batch (it then warns, quoting the reason).",
+        None,
+        type_doc="string (the reason) or null",
+    ),
+    Field(
         "server.enable_metrics",
         _t("boolean"),
         "SGLang serves Prometheus metrics at `/metrics`.",

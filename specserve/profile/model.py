@@ -111,6 +111,7 @@ class Server:
     enable_metrics: bool = default_of("server.enable_metrics")
     disable_cuda_graph: bool = default_of("server.disable_cuda_graph")
     allow_disable_cuda_graph: bool = default_of("server.allow_disable_cuda_graph")
+    allow_uncaptured_decode: str | None = default_of("server.allow_uncaptured_decode")
     api_key: ApiKeySecret | None = field(default=default_of("server.api_key"))
     extra_args: tuple[str, ...] = default_of("server.extra_args")
 

@@ -8,6 +8,7 @@ from specserve.profile.checks.baseline import check_baseline
 from specserve.profile.checks.context import CheckOptions, ModelContext, build_context
 from specserve.profile.checks.envvars import check_env
 from specserve.profile.checks.execsize import check_exec_size
+from specserve.profile.checks.graphcover import check_graph_coverage
 from specserve.profile.checks.logs import check_logs
 from specserve.profile.checks.nodes import check_nodes
 from specserve.profile.checks.parallelism import check_parallelism
@@ -41,6 +42,7 @@ def run_checks(profile: Profile, options: CheckOptions | None = None) -> list[Is
     issues += check_parallelism(profile)
     issues += check_nodes(profile)
     issues += check_server(profile, contract)
+    issues += check_graph_coverage(profile, contract)
     issues += check_startup(profile, contract)
     issues += check_logs(profile, contract)
     issues += check_secrets(profile, contract)
