@@ -92,10 +92,11 @@ def _per_concurrency(report: dict[str, Any]) -> list[str]:
 
 def _not_ranked(report: dict[str, Any]) -> list[str]:
     lines: list[str] = []
-    for title, key in (("Failed (skipped; the last good server was restored)", "failed"),
+    for title, key in (("Refused (degenerate outputs: measured, not ranked)", "refused"),
+                       ("Failed (skipped; the last good server was restored)", "failed"),
                        ("Invalid (refused by the `specserve check` rules, not run)", "invalid"),
                        ("Measured without a server number", "unmeasured")):
-        if report[key]:
+        if report.get(key):
             lines += ["", f"## {title}", "", "| configuration | why |", "| --- | --- |"]
             for r in report[key]:
                 why = (r.get("reason") or r.get("note", "")).replace("|", "/")

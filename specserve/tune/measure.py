@@ -46,6 +46,8 @@ def measure(run_dir: Path, ident: str, concurrency: int) -> dict[str, Any]:
         "ttft_p99_s": _p99(level, "ttft_s"),
         "itl_p99_s": _p99(level, "itl_s"),
         "standin": bool(result["server"].get("standin")),
+        # specserve bench's degenerate-output count (absent in results from before issue 31).
+        "degenerate": level.get("degenerate"),
         "note": "" if server is not None else (
             level.get("exporter_error") or "the exporter saw no decode line in this bucket"),
     }

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from specserve.bench.degenerate import REFUSE_SHARE
 from specserve.buckets import concurrency_bucket
 from specserve.tune.measure import measure
 
@@ -143,6 +144,23 @@ def _measured_row(row: dict[str, Any], run_dir: Path, concurrency: int, mix: dic
     return row
 
 
+def degenerated(row: dict[str, Any]) -> str | None:
+    """Why a measured point is refused a rank: more than REFUSE_SHARE of its judged requests,
+    over every benched level, wrote degenerate (looping) output, which inflates accept length
+    and so throughput; None when it did not (or its results predate the measure)."""
+    sections = {c: lv["degenerate"] for c, lv in row["levels"].items() if lv.get("degenerate")}
+    judged = sum(d["judged"] for d in sections.values())
+    count = sum(d["count"] for d in sections.values())
+    if not judged or count / judged <= REFUSE_SHARE:
+        return None
+    first = next(iter(sections.values()))
+    where = ", ".join(f"{d['count']} at concurrency {c}" for c, d in sections.items()
+                      if d["count"])
+    return (f"outputs degenerated: {count} of {judged} requests looped ({first['measure']} > "
+            f"{first['threshold']:g}; {where}), more than {REFUSE_SHARE:.0%}: its throughput "
+            "is not comparable, so it is not ranked")
+
+
 def rank(
     state: dict[str, Any], run_dir: Path, concurrency: int, baseline: dict[str, float],
     mix: dict[int, float] | None = None,
@@ -154,13 +172,16 @@ def rank(
     settings = state.get("settings", {})
     benched = sorted({int(c) for c in settings.get("bench_concurrency") or []}
                      | set(mix) | ({concurrency} if not mix else set()))
-    measured, unmeasured, failed, invalid = [], [], [], []
+    measured, unmeasured, failed, invalid, refused = [], [], [], [], []
     for ident in state["order"]:
         point = state["points"][ident]
         row: dict[str, Any] = {"id": ident, **_params(point)}
         if point["status"] == "ok":
             row = _measured_row(row, run_dir, concurrency, mix, benched)
-            (measured if row["tok_s"] is not None else unmeasured).append(row)
+            if (reason := degenerated(row)) is not None:
+                refused.append({**row, "reason": reason})
+            else:
+                (measured if row["tok_s"] is not None else unmeasured).append(row)
         elif point["status"] == "failed":
             failed.append({**row, "reason": point["reason"]})
         elif point["status"] == "invalid":
@@ -189,10 +210,11 @@ def rank(
         "unmeasured": unmeasured,
         "failed": failed,
         "invalid": invalid,
+        "refused": refused,
         "pending": [i for i in state["order"] if state["points"][i]["status"] == "pending"],
         "best": best,
         "verdict": verdict(best, measured, where),
         "per_concurrency": table,
         "crossover": crossover(table),
-        "standin": any(r.get("standin") for r in measured + unmeasured),
+        "standin": any(r.get("standin") for r in measured + unmeasured + refused),
     }

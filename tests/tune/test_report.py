@@ -130,3 +130,41 @@ def test_a_method_is_ranked_and_reported_by_its_algorithm(tmp_path: Path) -> Non
     assert best["speculative"] and best["drafter"] == {"algorithm": "NGRAM"}
     md = (tmp_path / "report.md").read_text()
     assert "| 1 | `ngram` (NGRAM) | - | - | - | 48 | 610.0 | 1.14x |" in md
+
+
+def _with_degenerate(lv: dict, count: int, judged: int) -> dict:
+    """A bench level with specserve bench's degenerate-output section."""
+    return {**lv, "degenerate": {"measure": "seq-rep-4", "threshold": 0.5, "judged": judged,
+                                 "count": count, "share": count / judged,
+                                 "prompt_ids": [f"chat-{i:02d}" for i in range(count)]}}
+
+
+def test_a_point_whose_outputs_degenerated_is_refused_not_ranked(tmp_path: Path) -> None:
+    """The looping point is fastest (its drafter accepts the loop), but more than a tenth of
+    its requests looped: it is refused with the count, and the honest winner is ranked first.
+    One looping request in twenty (5%) is a model's, not the configuration's: ranked."""
+    start(tmp_path, candidates(), {"profile": "p.yaml", "bench_concurrency": [1, 8]})
+    bench_result(tmp_path, "no-spec", [_with_degenerate(level(c, v, v), 0, 16)
+                                       for c, v in ((1, 90.0), (8, 533.0))])
+    bench_result(tmp_path, "s1-k1-d2", [_with_degenerate(level(1, 150.0, 150.0), 1, 10),
+                                        _with_degenerate(level(8, 620.0, 620.0), 0, 10)])
+    bench_result(tmp_path, "s3-k1-d4", [_with_degenerate(level(1, 260.0, 260.0), 4, 16),
+                                        _with_degenerate(level(8, 990.0, 990.0), 7, 16)])
+    found = report(tmp_path, 8, {"8": 500.0}, "", "node-1")
+    assert [r["id"] for r in found["ranked"]] == ["s1-k1-d2", "no-spec"]
+    assert found["best"]["id"] == "s1-k1-d2"
+    [refused] = found["refused"]
+    assert refused["id"] == "s3-k1-d4"
+    assert refused["reason"].startswith(
+        "outputs degenerated: 11 of 32 requests looped (seq-rep-4 > 0.5; 4 at concurrency 1, "
+        "7 at concurrency 8), more than 10%")
+    md = (tmp_path / "report.md").read_text()
+    assert "## Refused (degenerate outputs: measured, not ranked)" in md
+    assert "| `s3-k1-d4` | outputs degenerated: 11 of 32 requests looped" in md
+
+
+def test_results_without_the_degenerate_section_still_rank(tmp_path: Path) -> None:
+    sweep(tmp_path, {"no-spec": {8: 533.0}, "s1-k1-d2": {8: 620.0}})
+    found = report(tmp_path, 8, {}, "", "node-1")
+    assert [r["id"] for r in found["ranked"]] == ["s1-k1-d2", "no-spec"]
+    assert found["refused"] == []
