@@ -29,6 +29,7 @@ COMMANDS: dict[str, str] = {
     "bench": "specserve.bench.cli",
     "verify": "specserve.verify.cli",
     "tune": "specserve.tune.cli",
+    "diagnose": "specserve.diagnose.cli",
     "generate": "specserve.generate.command",
 }
 SUBCOMMAND_MODULES: tuple[str, ...] = tuple(dict.fromkeys(COMMANDS.values()))

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from specserve import docblocks
+from specserve.diagnose.runbooks import BLOCKS as RUNBOOK_BLOCKS
 from specserve.generate import ansible_vars, chart_values, pins, values_comments, version_pins
 from specserve.generate.chart import ChartError, chart_files
 from specserve.monitoring.generate import artefacts as monitoring_files
@@ -67,7 +68,8 @@ REFINERS: tuple[Source, ...] = (pins.files, values_comments.files)
 # The reference tables generated into hand-written docs (specserve/docblocks.py), last: they
 # read the chart's generated values schema.
 DOC_BLOCKS: tuple[docblocks.Block, ...] = (
-    *MONITORING_BLOCKS, *ansible_vars.BLOCKS, *version_pins.BLOCKS, *chart_values.BLOCKS
+    *MONITORING_BLOCKS, *ansible_vars.BLOCKS, *version_pins.BLOCKS, *chart_values.BLOCKS,
+    *RUNBOOK_BLOCKS,
 )
 
 

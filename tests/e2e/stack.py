@@ -84,6 +84,7 @@ class Stack:
     profile: Path
     rules_file: Path
     router: Router | None
+    overrides: Path
 
     def alertmanager_alerts(self) -> list[dict[str, Any]]:
         """Alertmanager's view (/api/v2/alerts), with each alert's inhibition status."""
@@ -230,7 +231,7 @@ def running_stack(
         router = start_router(services, [standin_url]) if api_key_file is None else None
         stack = Stack(services, Prometheus(f"http://127.0.0.1:{prom_port}"), receiver,
                       standin_url, f"http://127.0.0.1:{am_port}", behaviour, profile, rules,
-                      router)  # fmt: skip
+                      router, overrides)  # fmt: skip
         services.start(
             "exporter",
             [str(BINDIR / "specserve-exporter"), "--source", "file", "--file", str(log),

@@ -1,0 +1,1 @@
+"""`specserve diagnose`: the measured causes of a slowdown, ranked (cli.py says how)."""

@@ -1,0 +1,129 @@
+"""What each alert of the catalogue means to `specserve diagnose`: a cause, a symptom, or blindness.
+
+An alert's condition is a measured fact about the deployment. Some facts are *symptoms* (the
+operator's complaint: below the baseline, accept length low, latency high), some are *causes*
+(they explain symptoms: drafts rejected, decode off the CUDA graphs, queueing), and some mean
+the bundle cannot see (no decode lines, the exporter down): then every other verdict is
+unreliable and that comes first. The table below classifies every alert in
+specserve.monitoring.rules.ALERTS; tests/diagnose/test_causes.py fails when one is added
+without a place here, so the command never silently ignores a new measurement.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+
+
+class Role(IntEnum):
+    """Ranked as written: blindness first, then causes, then symptoms nothing explained."""
+
+    BLIND = 0
+    CAUSE = 1
+    SYMPTOM = 2
+
+
+@dataclass(frozen=True)
+class Meaning:
+    role: Role
+    cause: str  # the one-line verdict, in an operator's words
+    fix: str
+    # Symptoms this cause explains (alert names): listed under it instead of on their own.
+    explains: tuple[str, ...] = ()
+    # Within a role, lower comes first (a rejecting drafter before queueing, which it causes).
+    rank: int = 50
+
+
+BELOW = "SpecDecodeBelowBaseline"
+ACCEPT_LOW = "SpecDecodeAcceptLengthLow"
+TTFT = "SpecServeTimeToFirstTokenHigh"
+ITL = "SpecServeInterTokenLatencyHigh"
+REPLICA_SLOW = "SpecServeFleetReplicaSlow"
+_SPEED = (BELOW, ACCEPT_LOW, ITL, TTFT, REPLICA_SLOW)
+
+MEANINGS: dict[str, Meaning] = {
+    # --- blind: the evidence itself is missing or wrong ---------------------------------------
+    "SpecServeExporterDown": Meaning(
+        Role.BLIND, "the exporter is not scraped: every log-derived verdict below is blind",
+        "start the exporter (docker ps / kubectl get pod); its log says why it stopped", rank=0),
+    "SpecServeLogSourceDown": Meaning(
+        Role.BLIND, "the exporter cannot read SGLang's log file: log-derived verdicts are blind",
+        "check the log path (profile logging.file) and the exporter's read-only mount", rank=1),
+    "SpecServeNoDecodeLines": Meaning(
+        Role.BLIND, "no decode line was logged while the server serves: the log-derived "
+        "accept length and throughput are blind",
+        "set logging.decode_log_interval (SGLang's --decode-log-interval) and log level info",
+        rank=2),
+    "SpecServeLogLinesRejected": Meaning(
+        Role.BLIND, "the exporter rejects SGLang's stats lines: the log format changed",
+        "run the exporter version that matches the SGLang image (specserve check --image)",
+        rank=3),
+    "SpecServeLogFileGap": Meaning(
+        Role.BLIND, "the exporter lost part of the log (rotated or truncated faster than read)",
+        "raise logging.max_bytes or backups; see the exporter's specserve_log_file_gap_bytes_total",
+        rank=4),
+    "SpecServeAcceptLengthMismatch": Meaning(
+        Role.BLIND, "SGLang's own accept length and the log-derived one disagree: the exporter "
+        "lost the log or misreads it", "compare the exporter version with the SGLang image; "
+        "check the exporter's log source", rank=5),
+    "SpecServeRouterDown": Meaning(
+        Role.BLIND, "the router is not scraped: the fleet's rotation and traffic are blind",
+        "start the router (the fleet play or the chart's router Deployment)", rank=6),
+    # --- causes -------------------------------------------------------------------------------
+    "SpecDecodeDraftsRejected": Meaning(
+        Role.CAUSE, "the target rejects almost every draft: the wrong algorithm (EAGLE with an "
+        "EAGLE-3 drafter) or a drafter that does not match the target",
+        "run `specserve check` on the profile; set drafter.algorithm to what the drafter was "
+        "trained as (EAGLE3 for an EAGLE-3 drafter), or use the drafter made for this target",
+        explains=_SPEED, rank=0),
+    "SpecDecodeAcceptAboveDraftTokens": Meaning(
+        Role.CAUSE, "accept length is above the draft-token count the exporter was given: the "
+        "exporter and the server disagree on the draft tokens",
+        "deploy the exporter with the server's profile (both paths pass --profile)",
+        explains=(ACCEPT_LOW,), rank=10),
+    "SpecDecodeGraphDisabled": Meaning(
+        Role.CAUSE, "decode runs without CUDA graphs (about 25% slower in the field notes)",
+        "remove what turns decode graphs off (specserve check names it: --disable-cuda-graph, "
+        "a graph-less attention backend, ...)", explains=(BELOW, ITL, REPLICA_SLOW), rank=20),
+    "SpecDecodeGraphMisses": Meaning(
+        Role.CAUSE, "large decode batches run off the captured CUDA graphs (eagerly, slower): "
+        "the running-request cap is above the largest captured decode batch",
+        "raise cuda_graph_max_bs to the running-request cap, or lower max_running_requests "
+        "(specserve check names both)", explains=(BELOW, ITL, REPLICA_SLOW), rank=21),
+    "SpecDecodeQueueBacklog": Meaning(
+        Role.CAUSE, "requests are queueing: the server is at its running-request cap",
+        "add capacity (replicas), or raise the running-request cap where the KV cache allows",
+        explains=(TTFT, BELOW, REPLICA_SLOW), rank=30),
+    "SpecDecodeKVCacheNearFull": Meaning(
+        Role.CAUSE, "the KV cache is nearly full: requests are retracted or held back",
+        "lower the running-request cap or context length, or add memory (mem_fraction_static)",
+        explains=(TTFT, ITL, BELOW, REPLICA_SLOW), rank=31),
+    "SpecServeWorkerOutOfRotation": Meaning(
+        Role.CAUSE, "a worker is out of the router's rotation: the rest of the fleet carries "
+        "its load", "see why its health check fails (the router's log, the worker's /health)",
+        explains=(TTFT, REPLICA_SLOW), rank=40),
+    # --- symptoms -----------------------------------------------------------------------------
+    BELOW: Meaning(
+        Role.SYMPTOM, "speculative decoding is slower than the non-speculative baseline, and "
+        "nothing the bundle measures (acceptance, CUDA graphs, queueing, KV cache) explains it: "
+        "the verify or draft step itself got slower",
+        "compare the GPU clocks and health (nvidia-smi -q -d PERFORMANCE), the NCCL settings "
+        "(specserve nccl-bench) and the baseline's conditions (specserve check --image); "
+        "re-measure the baseline if the image changed", rank=0),
+    ACCEPT_LOW: Meaning(
+        Role.SYMPTOM, "accept length is below the break-even floor: this workload's drafts are "
+        "rarely accepted (a prompt class the drafter was not trained on?)",
+        "bench per prompt class and per draft position (specserve bench); fewer draft tokens, "
+        "or a drafter trained on this traffic", rank=10),
+    ITL: Meaning(
+        Role.SYMPTOM, "inter-token latency is high",
+        "see the causes above; with none, the decode step itself is slow (GPU clocks, NCCL)",
+        rank=20),
+    TTFT: Meaning(
+        Role.SYMPTOM, "time to first token is high",
+        "long prompts or prefill contention: chunked prefill size, or more replicas", rank=30),
+    REPLICA_SLOW: Meaning(
+        Role.SYMPTOM, "one replica decodes much slower than the rest of the fleet",
+        "compare that node's GPUs, profile and image with the others'; drain it if they differ",
+        rank=40),
+}

@@ -1,0 +1,96 @@
+"""Rank what holds into causes with their evidence, and say what each explains.
+
+Blindness first (nothing else can be trusted while the log is not read), then causes (each with
+the symptoms it explains folded under it), then symptoms no measured cause explains, each with
+what to look at next. Profile findings from `specserve check` (a graph cap left uncovered, an
+unlike baseline) are causes too: they hold whatever the load.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from specserve.diagnose.causes import MEANINGS, Role
+from specserve.diagnose.evidence import Evidence, Seen
+from specserve.profile.issues import Issue
+
+
+@dataclass(frozen=True)
+class Finding:
+    role: Role
+    title: str  # the alert's name, or "profile: <field>"
+    cause: str
+    fix: str
+    evidence: tuple[str, ...]
+    explained: tuple[str, ...] = ()
+    rank: int = 50
+
+
+@dataclass(frozen=True)
+class Verdict:
+    findings: tuple[Finding, ...]
+    context: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def found(self) -> bool:
+        return bool(self.findings)
+
+    def render(self) -> str:
+        lines = [*(f"context: {line}" for line in self.context)]
+        if not self.findings:
+            lines.append("no cause found: no alert condition holds now")
+            return "\n".join(lines) + "\n"
+        for number, item in enumerate(self.findings, 1):
+            lines.append(f"{number}. [{item.role.name.lower()}] {item.title}: {item.cause}")
+            lines.extend(f"   evidence: {line}" for line in item.evidence)
+            if item.explained:
+                lines.append(f"   explains: {', '.join(item.explained)}")
+            lines.append(f"   fix: {item.fix}")
+        return "\n".join(lines) + "\n"
+
+
+def _evidence(seen: Sequence[Seen], state: str | None) -> tuple[str, ...]:
+    status = f" (alert {state})" if state else " (condition holds; alert not yet firing)"
+    return tuple(f"{item.where()}: value {item.value:.4g}{status}" for item in seen)
+
+
+def judge(evidence: Evidence, profile_issues: Sequence[Issue] = ()) -> Verdict:
+    holding = evidence.holding()
+    findings: list[Finding] = []
+    explained: set[str] = set()
+    for name in sorted(holding, key=lambda n: (MEANINGS[n].role, MEANINGS[n].rank)):
+        meaning = MEANINGS[name]
+        if meaning.role is not Role.CAUSE:
+            continue
+        covers = tuple(sorted(set(meaning.explains) & holding))
+        explained.update(covers)
+        findings.append(Finding(
+            Role.CAUSE, name, meaning.cause, meaning.fix,
+            _evidence([s for s in evidence.seen if s.alert == name], evidence.states.get(name)),
+            covers, meaning.rank))
+    # What `check` finds holds whatever the load: a cause when something is slow, a latent risk
+    # (context, exit 0) while every measured condition is healthy.
+    latent: list[str] = []
+    for issue in profile_issues:
+        if not holding:
+            latent.append(f"profile, latent ({issue.severity.value}): {issue.field}: "
+                          f"{issue.problem}. Fix: {issue.fix}")
+            continue
+        findings.append(Finding(Role.CAUSE, f"profile: {issue.field}", issue.problem, issue.fix,
+                                (f"specserve check ({issue.severity.value})",), rank=60))
+    for name in sorted(holding, key=lambda n: (MEANINGS[n].role, MEANINGS[n].rank)):
+        meaning = MEANINGS[name]
+        if meaning.role is Role.CAUSE or name in explained:
+            continue
+        findings.append(Finding(
+            meaning.role, name, meaning.cause, meaning.fix,
+            _evidence([s for s in evidence.seen if s.alert == name], evidence.states.get(name)),
+            rank=meaning.rank))
+    findings.sort(key=lambda f: (f.role, f.rank))
+    context = tuple(
+        f"{instance}: adaptive speculation {'on' if on else 'off'}"
+        + (f", draft tokens now {tokens:g}" if tokens is not None else "")
+        for instance, (on, tokens) in sorted(evidence.adaptive.items())
+    ) + tuple(latent)
+    return Verdict(tuple(findings), context)

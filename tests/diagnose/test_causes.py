@@ -1,0 +1,21 @@
+"""Every measurement the alert catalogue makes has a place in diagnose's reading of it."""
+
+from __future__ import annotations
+
+from specserve.diagnose.causes import MEANINGS, Role
+from specserve.monitoring.rules import ALERTS, ALERTS_BY_NAME
+
+
+def test_every_alert_has_a_meaning_and_no_meaning_names_a_lost_alert() -> None:
+    names = {alert.name for alert in ALERTS}
+    assert names - set(MEANINGS) == set(), "alerts diagnose would silently ignore"
+    assert set(MEANINGS) - names == set(), "meanings of alerts the catalogue no longer has"
+
+
+def test_a_cause_explains_only_symptoms() -> None:
+    for name, meaning in MEANINGS.items():
+        for symptom in meaning.explains:
+            assert symptom in ALERTS_BY_NAME, (name, symptom)
+            assert MEANINGS[symptom].role is Role.SYMPTOM, (name, symptom)
+        if meaning.role is not Role.CAUSE:
+            assert meaning.explains == (), name
