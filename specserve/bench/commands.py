@@ -92,6 +92,8 @@ def write_outputs(result: dict[str, Any], baseline: dict[str, Any] | None, out: 
     plot(result, baseline, out / "plot.png")
     if has_acceptance(result):
         plot_acceptance(result, out / ACCEPTANCE_PLOT)
+    else:  # an --overwrite run must not keep an earlier run's plot beside its results
+        (out / ACCEPTANCE_PLOT).unlink(missing_ok=True)
 
 
 def _settings_doc(
