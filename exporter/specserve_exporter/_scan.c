@@ -32,7 +32,7 @@ enum {
     OP_LITERAL = 0, /* argument: bytes, matched exactly */
     OP_INTEGER = 1, /* \d++ */
     OP_DECIMAL = 2, /* \d++\.\d++ */
-    OP_BOOLEAN = 3, /* True|False */
+    OP_BOOLEAN = 3, /* True|False, read as 1 or 0 */
     OP_TEXT = 4,    /* [^,\n]*+ */
     OP_COUNTER = 5, /* (?: ?\[\d+\])? */
 };
@@ -46,7 +46,7 @@ enum {
 
 typedef struct {
     int code;
-    int slot; /* numbers: where the value goes, or -1 when it is only checked */
+    int slot; /* numbers, booleans: where the value goes, or -1 when it is only checked */
     const char *text;
     Py_ssize_t length;
 } Op;
@@ -141,14 +141,21 @@ static const char *match_line(const Op *ops, int n_ops, const char *p, const cha
                 slots[op->slot] = value;
             break;
         }
-        case OP_BOOLEAN:
-            if (end - p >= 4 && memcmp(p, "True", 4) == 0)
+        case OP_BOOLEAN: {
+            double value;
+            if (end - p >= 4 && memcmp(p, "True", 4) == 0) {
                 p += 4;
-            else if (end - p >= 5 && memcmp(p, "False", 5) == 0)
+                value = 1.0;
+            } else if (end - p >= 5 && memcmp(p, "False", 5) == 0) {
                 p += 5;
-            else
+                value = 0.0;
+            } else {
                 return NULL;
+            }
+            if (op->slot >= 0)
+                slots[op->slot] = value;
             break;
+        }
         case OP_TEXT:
             while (p < end && *p != ',' && *p != '\n')
                 p++;
@@ -317,7 +324,9 @@ static int parse_program(PyObject *program, Op *ops, int *n_ops, int *n_slots)
             if (PyBytes_AsStringAndSize(arg, &text, &ops[i].length) < 0)
                 return -1;
             ops[i].text = text;
-        } else if (code == OP_INTEGER || code == OP_DECIMAL) {
+        } else if (code == OP_INTEGER || code == OP_DECIMAL ||
+                   (code == OP_BOOLEAN && arg != Py_None)) {
+            /* A graph state read from every line is captured as 1 (True) or 0 (False). */
             long slot = PyLong_AsLong(arg);
             if (slot == -1 && PyErr_Occurred())
                 return -1;
@@ -481,7 +490,9 @@ PyMODINIT_FUNC PyInit__scan(void)
         PyModule_AddIntConstant(m, "OP_DECIMAL", OP_DECIMAL) < 0 ||
         PyModule_AddIntConstant(m, "OP_BOOLEAN", OP_BOOLEAN) < 0 ||
         PyModule_AddIntConstant(m, "OP_TEXT", OP_TEXT) < 0 ||
-        PyModule_AddIntConstant(m, "OP_COUNTER", OP_COUNTER) < 0) {
+        PyModule_AddIntConstant(m, "OP_COUNTER", OP_COUNTER) < 0 ||
+        /* OP_BOOLEAN takes a slot (the decode lines' graph state, by batch size). */
+        PyModule_AddIntConstant(m, "BOOLEAN_SLOTS", 1) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -108,9 +108,10 @@ class LogCollector(Collector):
                 hist = series.histograms.get((feed, ""))
                 family.add_metric(labels, 0.0 if hist is None else hist.sum)
                 return
+            own = [*labels, feed.field.label] if feed.field.label else labels  # the graph kind
             for (of, key), hist in series.histograms.items():
                 if of is feed:
-                    family.add_metric([*labels, key] if feed.key else labels,
+                    family.add_metric([*own, key] if feed.key else own,
                                       hist.cumulative(), hist.sum)
             return
         labels = [*labels, feed.field.label] if feed.field.label else labels

@@ -107,6 +107,8 @@ GRAPHS: tuple[Field, ...] = tuple(
     _f(b"%s graph" % kind.encode(), f"{kind}_graph", "", Value.GRAPH, label=kind)
     for kind in ("cuda", "cpu", "npu", "musa")
 )
+# One histogram bucket: le="0" holds the lines that ran off the graphs (a state read as 0).
+GRAPH_STATE_BUCKETS: tuple[float, ...] = (0.0,)
 # Fields the exporter recognises (a newer format's field would count as unknown) but exports not.
 RECOGNISED: tuple[Field, ...] = (
     _f(b"#token", "tokens", "tokens"),
@@ -157,6 +159,9 @@ _DECODE = LineKind(
         Feed(QUEUED_REQUESTS, names.DECODE_QUEUED_REQUESTS, Read.LAST_LINE),
         *(Feed(usage, names.DECODE_TOKEN_USAGE, Read.LAST_LINE) for usage in USAGES),
         *(Feed(graph, names.DECODE_GRAPH_ENABLED, Read.LAST_PRINTED) for graph in GRAPHS),
+        # Every line's graph state by its batch: the share off the graphs at high batch.
+        *(Feed(graph, names.DECODE_GRAPH_LINES, Read.EVERY_LINE, GRAPH_STATE_BUCKETS,
+               key=RUNNING_REQUESTS) for graph in GRAPHS),
     ),
     last_seen=names.DECODE_LAST_LINE_TIMESTAMP,
 )

@@ -123,6 +123,11 @@ DECODE_TOKEN_USAGE = _metric(
 DECODE_GRAPH_ENABLED = _metric(
     "decode_graph_enabled", _G, (*_R, GRAPH),
     "1 when the last decode window ran with graphs (CUDA graphs on NVIDIA).")
+DECODE_GRAPH_LINES = _metric(
+    "decode_graph_lines", _H, (*_R, GRAPH, CONCURRENCY),
+    "Decode lines by graph kind and concurrency bucket of #running-req: 1 when the window ran "
+    "on a captured graph, 0 when eagerly. `_bucket{le=\"0.0\"}` counts the lines off the "
+    "graphs (on CUDA: a batch above the largest captured one), `_count` all of them.")
 DECODE_PRINTED_ACCEPT_RATE = _metric(
     "decode_printed_accept_rate_ratio", _G, _R,
     "SGLang's own `accept rate`, as printed. Its meaning changed in SGLang PR #23530 "
@@ -189,7 +194,7 @@ ALL: tuple[Metric, ...] = (
     LOG_FILE_GAPS, LOG_FILE_GAP_BYTES,
     DECODE_ACCEPT_LENGTH, DECODE_GEN_THROUGHPUT, DECODE_LAST_ACCEPT_LENGTH,
     DECODE_LAST_GEN_THROUGHPUT, DECODE_RUNNING_REQUESTS, DECODE_QUEUED_REQUESTS,
-    DECODE_TOKEN_USAGE, DECODE_GRAPH_ENABLED, DECODE_PRINTED_ACCEPT_RATE,
+    DECODE_TOKEN_USAGE, DECODE_GRAPH_ENABLED, DECODE_GRAPH_LINES, DECODE_PRINTED_ACCEPT_RATE,
     DECODE_DRAFT_ACCEPTANCE, DECODE_LAST_BLOCK_ACCEPT_LENGTH, DECODE_LAST_CAP_LENGTH,
     DECODE_UNCAPPED_ACCEPT_LENGTH_ESTIMATE, DECODE_LAST_LINE_TIMESTAMP,
     PREFILL_NEW_TOKENS, PREFILL_CACHED_TOKENS, PREFILL_LAST_INPUT_THROUGHPUT,

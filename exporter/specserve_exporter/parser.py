@@ -143,6 +143,7 @@ def parse_line(line: bytes) -> StatsLine | Rejected | None:
                 return Rejected(Reason.BAD_VALUE, line)
             parsed.graph = known.label
             parsed.graph_on = raw == b"True"
+            values[known.name] = 1.0 if parsed.graph_on else 0.0  # names.DECODE_GRAPH_LINES
         else:
             raw = raw.strip()
             if known.value is Value.ESTIMATE:  # "mid [lo, hi]": the mid value

@@ -36,7 +36,9 @@ class Op(IntEnum):
     COUNTER = 5  # (?: ?\[\d+\])?: SGLang's optional iteration counter
 
 
-if any(getattr(_scan, f"OP_{op.name}", None) != op for op in Op):
+if any(getattr(_scan, f"OP_{op.name}", None) != op for op in Op) or not getattr(
+    _scan, "BOOLEAN_SLOTS", 0
+):
     raise ImportError(
         f"{_scan.__file__} was built from another version of _scan.c: rebuild it "
         "(pip install -e . or bash scripts/setup/python.sh)"
@@ -134,7 +136,14 @@ class Shape:
                 continue
             program.append((Op.LITERAL, name + b": "))
             known = BY_PRINTED.get(name)
-            if name in CAPTURED[kind] or (known in EXPORTED and known.value is Value.NUMBER):
+            if known is not None and known.value is Value.GRAPH:
+                # True|False either way: read as 1 or 0 where a histogram needs every line's.
+                slot = None
+                if name in CAPTURED[kind]:
+                    slot = len(captured)
+                    captured.append(name)
+                program.append((Op.BOOLEAN, slot))
+            elif name in CAPTURED[kind] or (known in EXPORTED and known.value is Value.NUMBER):
                 slot = NO_SLOT  # an exported value of the last line only: checked, not read
                 if name in CAPTURED[kind]:
                     slot = len(captured)
@@ -142,8 +151,6 @@ class Shape:
                 program.append((_number_op(raw.removesuffix(b"%")), slot))
                 if raw.endswith(b"%"):
                     program.append((Op.LITERAL, b"%"))
-            elif known is not None and known.value is Value.GRAPH:
-                program.append((Op.BOOLEAN, None))
             elif b"[" in raw:
                 # A bracketed value (DSPARK's "2.67 [1.67, 3.67]") holds ", ", which TEXT stops
                 # at: its numbers are checked in their printed form, the rest matched exactly.

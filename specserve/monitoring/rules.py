@@ -48,6 +48,7 @@ from specserve_exporter.names import (
     DECODE_ACCEPT_LENGTH,
     DECODE_GEN_THROUGHPUT,
     DECODE_GRAPH_ENABLED,
+    DECODE_GRAPH_LINES,
     DECODE_LAST_BLOCK_ACCEPT_LENGTH,
     DECODE_LAST_LINE_TIMESTAMP,
     DECODE_QUEUED_REQUESTS,
@@ -151,6 +152,7 @@ THROUGHPUT_MEAN = f"instance_concurrency:{DECODE_GEN_THROUGHPUT.name}:mean"
 SPEEDUP_RATIO = f"instance_concurrency:{PREFIX}decode_gen_throughput_over_baseline:ratio"
 DECODE_LINE_RATE = f"instance:{LOG_LINES_PARSED.name}_decode:rate"
 REJECTED_RATIO = f"instance:{LOG_LINES_REJECTED.name}:ratio_rate"
+GRAPH_OFF_RATIO = f"instance_concurrency:{DECODE_GRAPH_LINES.name}_off:ratio_rate"
 
 # --- SGLang's native series (--enable-metrics) ------------------------------------------------
 # Names and labels as upstream's observability/metrics_collector.py declares and sets them
@@ -361,6 +363,18 @@ RECORDING_RULES += (
         "cuda_graph_passes_total, all TP ranks); 1 = every pass; absent while not decoding.",
     ),
     RecordingRule(
+        family=GRAPH_OFF_RATIO,
+        expr=(
+            f"sum without (dp, tp, pp, le) (rate({DECODE_GRAPH_LINES.bucket}{{le=\"0.0\"}}"
+            "[[[window]]]))\n"
+            "/\n"
+            f"(sum without (dp, tp, pp) (rate({DECODE_GRAPH_LINES.count}[[[window]]])) > 0)"
+        ),
+        help="Share of the decode lines that ran off the graphs (`cuda graph: False`), per "
+        "graph kind and concurrency bucket of #running-req, all ranks; absent while the bucket "
+        "logs no decode line.",
+    ),
+    RecordingRule(
         family=TTFT_P99,
         expr=_p99(SGLANG_TIME_TO_FIRST_TOKEN, "is_streaming, priority"),
         help="p99 time to first token (s) of the requests in the window, streaming and not, "
@@ -551,6 +565,40 @@ ALERTS: tuple[Alert, ...] = (
         "`cuda_graph_passes_total` when it exports it (share of graph passes below 1), else a "
         "printing rank's decode line says `cuda graph: False` (or cpu/npu/musa graph).",
         query_thresholds=(_MATCH_ON,),
+    ),
+    Alert(
+        name="SpecDecodeGraphMisses",
+        severity="warning",
+        for_="10m",
+        window="10m",
+        # Only where another bucket of the server ran on the graphs (its share below 1): graphs
+        # turned off altogether stay SpecDecodeGraphDisabled's.
+        value_expr=(
+            f"[[rule:{GRAPH_OFF_RATIO}]]\n"
+            "and ignoring (concurrency)\n"
+            f"(min without (concurrency) ([[rule:{GRAPH_OFF_RATIO}]]) < 1)"
+        ),
+        comparison=">",
+        compare_to=Threshold(
+            "max_share", 0.1, "number",
+            "Share of a concurrency bucket's decode lines off the graphs above which the alert "
+            "fires.",
+            minimum=0.0, maximum=1.0,
+        ),
+        summary="Large decode batches run off the CUDA graphs",
+        description=(
+            "On {{ $labels.instance }} {{ $value | humanizePercentage }} of the decode lines "
+            "with up to {{ $labels.concurrency }} running requests (inf: above 256) ran off the "
+            "{{ $labels.graph }} graphs over [[window]] (alert above [[max_share]]) while "
+            "smaller batches ran on them: these batches are above the largest one SGLang "
+            "captured, and decode eagerly (sglang#33900). Raise server.cuda_graph_max_bs to the "
+            "running-request cap, or lower server.max_running_requests to the largest captured "
+            "batch; specserve check names both."
+        ),
+        meaning="The share of decode lines saying `cuda graph: False` in one concurrency bucket "
+        "of `#running-req` stays above the threshold while other decode lines of the server "
+        "ran on the graphs: the running-request cap is above the largest captured decode "
+        "batch, a load-dependent slowdown `specserve check` refuses in a profile.",
     ),
     Alert(
         name="SpecServeNoDecodeLines",

@@ -35,6 +35,7 @@ from specserve.monitoring.rules import (
     DEFAULT_RUNBOOK_BASE_URL,
     FLEET_SLOWEST_THROUGHPUT,
     FLEET_THROUGHPUT,
+    GRAPH_OFF_RATIO,
     ITL_P99,
     NATIVE_ACCEPT_LENGTH,
     NATIVE_ACCEPT_LENGTH_MAX,
@@ -1340,6 +1341,83 @@ CASES["SpecDecodeAcceptAboveDraftTokens"] = [
         ),
     ),
 ]
+
+
+# --- decode batches above the largest captured CUDA graph (issue 31) -------------------------
+GRAPH_LINES = "specserve_decode_graph_lines"
+
+
+def _graph_lines(
+    concurrency: str, *segments: tuple[float, float, int], instance: str = NODE1, dp: str = "0"
+) -> dict[str, str]:
+    """The exporter's histogram for one concurrency bucket: per (off, on, minutes) segment, `off`
+    decode lines a minute said `cuda graph: False` (read as 0) and `on` said True (1)."""
+    labels = {"graph": "cuda", "concurrency": concurrency}
+    off = counter(*((o, m) for o, _, m in segments))
+    on = counter(*((n, m) for _, n, m in segments))
+    total = counter(*((o + n, m) for o, n, m in segments))
+    return {
+        f'{GRAPH_LINES}_bucket{{{ranked(instance, dp, le="0.0", **labels)}}}': off,
+        f'{GRAPH_LINES}_bucket{{{ranked(instance, dp, le="+Inf", **labels)}}}': total,
+        f"{GRAPH_LINES}_sum{{{ranked(instance, dp, **labels)}}}": on,
+        f"{GRAPH_LINES}_count{{{ranked(instance, dp, **labels)}}}": total,
+    }
+
+
+MISSES = {**T1, "graph": "cuda", "concurrency": "64"}
+CASES["SpecDecodeGraphMisses"] = [
+    Case(
+        # max_running_requests 48 with graphs to 8: batches of 4 run on the graphs, half the
+        # lines at up to 64 running requests do not. Pending from 1m, fires after the 10m `for`;
+        # graphs raised to the cap at 30m resolve once the 10m window holds no miss.
+        "half the decode lines of bucket 64 off the graphs fires naming it; covered resolves",
+        {
+            **_graph_lines("4", (0, 30, 60)),
+            **_graph_lines("64", (10, 10, 30), (0, 20, 30)),
+        },
+        (
+            Check("SpecDecodeGraphMisses", "5m"),
+            Check("SpecDecodeGraphMisses", "15m", (Firing(MISSES, "50%"),)),
+            Check("SpecDecodeGraphDisabled", "15m"),  # the graphs are on: not that alert
+            Check("SpecDecodeGraphMisses", "50m"),
+        ),
+    ),
+    Case(
+        "graphs off altogether (every bucket off) is SpecDecodeGraphDisabled's: silent",
+        {
+            **_graph_lines("4", (30, 0, 30)),
+            **_graph_lines("64", (20, 0, 30)),
+        },
+        (Check("SpecDecodeGraphMisses", "20m"),),
+    ),
+    Case(
+        "a miss in 20 (5%) below the 10% threshold, and an idle server: silent",
+        {
+            **_graph_lines("4", (0, 30, 30)),
+            **_graph_lines("64", (1, 19, 30)),
+            **_graph_lines("64", (0, 0, 30), instance=NODE2),
+        },
+        (Check("SpecDecodeGraphMisses", "20m"),),
+    ),
+]
+RECORDING_CASES.append(
+    Case(
+        "graph misses: per bucket, the lines off the graphs over all lines, DP ranks summed",
+        {
+            **_graph_lines("4", (0, 30, 20)),
+            **_graph_lines("64", (10, 10, 20)),
+            **_graph_lines("64", (0, 20, 20), dp="1"),
+        },
+        (),
+        tuple(
+            (_rounded(_at(GRAPH_OFF_RATIO, window)), "15m", (
+                ({**T1, "graph": "cuda", "concurrency": "4"}, 0.0),
+                ({**T1, "graph": "cuda", "concurrency": "64"}, 0.25),
+            ))
+            for window in (RECORDING_WINDOW, "10m")
+        ),
+    )
+)
 
 
 def _grafana_equivalence_cases() -> list[Case]:
