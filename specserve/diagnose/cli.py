@@ -13,6 +13,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from specserve.bench.results import ResultError, load_result
+from specserve.diagnose.bench import bench_findings
+from specserve.diagnose.causes import ACCEPT_LOW
 from specserve.diagnose.evidence import EvidenceError, PrometheusReader, gather
 from specserve.diagnose.verdict import judge
 from specserve.monitoring.overrides import OverridesError, load_overrides_file, resolve_settings
@@ -47,6 +50,14 @@ def _handle(args: argparse.Namespace) -> int:
         sys.stderr.write(f"specserve diagnose: {err}\n")
         return EXIT_UNREADABLE
     issues = _profile_issues(args.profile, args.server_image) if args.profile else []
+    if args.bench:
+        try:
+            result = load_result(args.bench)
+        except ResultError as err:
+            sys.stderr.write(f"specserve diagnose: --bench: {err}\n")
+            return EXIT_UNREADABLE
+        floor = float(settings[ACCEPT_LOW].thresholds["floor"])
+        issues += list(bench_findings(result, floor))
     verdict = judge(evidence, issues)
     sys.stdout.write(verdict.render())
     return EXIT_FOUND if verdict.found else EXIT_HEALTHY
@@ -67,4 +78,7 @@ def register(subparsers: Any) -> None:
                         "rendered from), so the windows and thresholds match")  # fmt: skip
     parser.add_argument("--profile", type=Path, help="the deployed profile: adds its findings")
     parser.add_argument("--server-image", help="the server image, for the baseline's likeness")
+    parser.add_argument("--bench", type=Path,
+                        help="a `specserve bench` results.json: acceptance per prompt class and "
+                        "per draft position")  # fmt: skip
     parser.set_defaults(handler=_handle)

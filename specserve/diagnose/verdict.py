@@ -74,11 +74,14 @@ def judge(evidence: Evidence, profile_issues: Sequence[Issue] = ()) -> Verdict:
     latent: list[str] = []
     for issue in profile_issues:
         if not holding:
-            latent.append(f"profile, latent ({issue.severity.value}): {issue.field}: "
+            where = "" if issue.field.startswith("bench:") else "profile, "
+            latent.append(f"{where}latent ({issue.severity.value}): {issue.field}: "
                           f"{issue.problem}. Fix: {issue.fix}")
             continue
-        findings.append(Finding(Role.CAUSE, f"profile: {issue.field}", issue.problem, issue.fix,
-                                (f"specserve check ({issue.severity.value})",), rank=60))
+        source = "a bench result" if issue.field.startswith("bench:") else "specserve check"
+        title = issue.field if issue.field.startswith("bench:") else f"profile: {issue.field}"
+        findings.append(Finding(Role.CAUSE, title, issue.problem, issue.fix,
+                                (f"{source} ({issue.severity.value})",), rank=60))
     for name in sorted(holding, key=lambda n: (MEANINGS[n].role, MEANINGS[n].rank)):
         meaning = MEANINGS[name]
         if meaning.role is Role.CAUSE or name in explained:

@@ -16,6 +16,7 @@ import yaml
 from matplotlib import image as mpimg
 
 from specserve.bench.results import load_result
+from specserve.diagnose.bench import bench_findings
 from specserve.profile.schema import profile_schema
 from specserve.standin.behaviour import (
     SpecShape,
@@ -255,6 +256,17 @@ def test_acceptance_per_request_class_and_position(servers, bench) -> None:
         assert level["degenerate"]["count"] == 0 and level["degenerate"]["judged"] == 8
     pooled = result["levels"][0]["acceptance"]["by_kind"]
     assert pooled["code"]["accept_length"]["p50"] > pooled["chat"]["accept_length"]["p50"]
+    # `specserve diagnose --bench` reads this very file: the positions it calls not worth
+    # drafting are those kept in under 10% of the level's verify passes; at a floor of 1.0 no
+    # class is below it.
+    named = [f.field for f in bench_findings(result, floor=1.0)]
+    for level in result["levels"]:
+        survival = level["acceptance"]["position_survival"]
+        cut = next((k for k, share in enumerate(survival, 1) if share < 0.1), None)
+        expected = (f"bench: concurrency {level['concurrency']}, "
+                    f"draft positions {cut}-{len(survival)}")
+        assert (expected in named) == (cut is not None), (named, survival)
+    assert not any("class" in field for field in named), named
     text = (run.out_dir / "results.md").read_text()
     assert "## Acceptance per request, class and draft position" in text
     assert "| 2 | long-context |" in text and "| 1 | multilingual |" in text
