@@ -110,8 +110,10 @@ def write_profile(
     behaviour: Path,
     api_key_file: Path | None = None,
     logging_extra: Mapping[str, Any] | None = None,
+    server_extra: Mapping[str, Any] | None = None,
 ) -> None:
     doc = yaml.safe_load(STANDIN_PROFILE.read_text(encoding="utf-8"))
+    doc["server"].update(server_extra or {})
     for section in ("target", "drafter"):
         # The copy lives in a temp dir: make the fixture model paths absolute.
         doc[section]["path"] = str((STANDIN_PROFILE.parent / doc[section]["path"]).resolve())
@@ -197,9 +199,11 @@ def running_stack(
     api_key_file: Path | None = None,
     launcher_env: Mapping[str, str] | None = None,
     logging_extra: Mapping[str, Any] | None = None,
+    server_extra: Mapping[str, Any] | None = None,
 ) -> Iterator[Stack]:
-    """The chain; optionally with an API key file, extra launcher environment and logging
-    settings (the secrets matrix plants secrets and forces log rotation through these)."""
+    """The chain; optionally with an API key file, extra launcher environment, logging and
+    server settings (the secrets matrix plants secrets and forces log rotation through these;
+    the graph-miss test sets the stand-in's decode graphs' largest batch)."""
     missing = missing_binaries()
     # Installed by scripts/setup/system-packages.sh: absent means a broken setup, not a skip.
     assert not missing, f"{', '.join(missing)} not installed: run scripts/setup/system-packages.sh"
@@ -216,7 +220,8 @@ def running_stack(
         overrides = workdir / "overrides.yaml"
         rules = workdir / "rules" / "specserve.yml"
         standin_url = f"http://127.0.0.1:{standin_port}"
-        write_profile(profile, standin_port, log, behaviour, api_key_file, logging_extra)
+        write_profile(profile, standin_port, log, behaviour, api_key_file, logging_extra,
+                      server_extra)  # fmt: skip
         write_behaviour(behaviour, initial_behaviour)
         write_overrides(overrides)
         render_rules(overrides, rules)
