@@ -98,6 +98,12 @@ MEANINGS: dict[str, Meaning] = {
         Role.CAUSE, "the KV cache is nearly full: requests are retracted or held back",
         "lower the running-request cap or context length, or add memory (mem_fraction_static)",
         explains=(TTFT, ITL, BELOW, REPLICA_SLOW), rank=31),
+    "SpecServeFleetNeedsReplicas": Meaning(
+        Role.CAUSE, "the fleet's load needs more replicas than serve it, counting the measured "
+        "speculative throughput: every replica runs past its planned utilisation",
+        "add a node (Ansible: inventory + deploy.yml; Kubernetes: raise autoscaling.maxReplicas "
+        "or the GPU node pool); the alert's value is the replica count the load needs",
+        explains=(TTFT, ITL, BELOW), rank=32),
     "SpecServeWorkerOutOfRotation": Meaning(
         Role.CAUSE, "a worker is out of the router's rotation: the rest of the fleet carries "
         "its load", "see why its health check fails (the router's log, the worker's /health)",

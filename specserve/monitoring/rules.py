@@ -31,8 +31,10 @@ from typing import Literal
 
 from specserve.monitoring.metrics import (
     SGLANG_CUDA_GRAPH_PASSES,
+    SGLANG_GEN_THROUGHPUT,
     SGLANG_GENERATION_TOKENS,
     SGLANG_INTER_TOKEN_LATENCY,
+    SGLANG_QUEUED_REQUESTS,
     SGLANG_REQUESTS,
     SGLANG_RETRACTED_REQUESTS,
     SGLANG_RUNNING_REQUESTS,
@@ -1048,6 +1050,142 @@ ALERTS += (
         meaning="The log-derived mean accept length exceeds the largest "
         f"`{SPECULATIVE_DRAFT_TOKENS.name}` of the window: the exporter's draft-token count "
         "is not the server's (adaptive speculation it was not told about, or a stale value).",
+    ),
+)
+
+# --- fleet capacity and autoscaling (issue 32 item 3) -------------------------------------------
+# How many replicas the load needs, counting what speculation delivers. Demand is SGLang's own
+# series: the decode tokens/s the fleet delivers (sglang:gen_throughput) scaled by requests
+# wanting service (running + queued) over requests served (running): a queued request would
+# decode at the rate the running ones do. One replica's capacity is the profile's measured
+# non-speculative baseline at its best concurrency times the speedup speculation measures now
+# (the exporter's SPEEDUP_RATIO, its lowest bucket: a conservative credit; 1 while no bucket has
+# one). Their quotient is the load in replicas: 3.2 means three replicas and a fifth of one
+# busy at full speculative throughput. The HPA/KEDA target (chart `autoscaling`) and the
+# SpecServeFleetNeedsReplicas alert both read it.
+# A fleet is a namespace (Kubernetes) or the whole Prometheus (the Ansible path, where no series
+# carries `namespace`): the exporter's and SGLang's series of one server have different jobs and
+# instances, so the two sides join on what they share.
+FLEET_BY = "namespace"
+# SGLang records each queue's total under priority="" (per-priority breakdowns carry a value);
+# every TP/PP/EP rank of a DP group reports the same scheduler, the DP groups add up.
+_SCHEDULER_RANKS = "tp_rank, pp_rank, moe_ep_rank"
+
+
+def _fleet_gauge(gauge: str) -> str:
+    return (
+        f"sum by ({FLEET_BY}) (max without ({_SCHEDULER_RANKS}) "
+        f'(avg_over_time({gauge}{{priority=""}}[[[window]]])))'
+    )
+
+
+FLEET_REQUESTS_DEMANDED = "fleet:sglang_requests_running_and_queued:avg"
+FLEET_RUNNING = "fleet:sglang_num_running_reqs:avg"
+FLEET_DECODE_TOKENS = "fleet:sglang_gen_throughput:avg"
+FLEET_SERVERS = "fleet:sglang_servers:count"
+REPLICA_CAPACITY = f"fleet:{PREFIX}replica_capacity_tokens_per_second:speculative"
+FLEET_REPLICA_LOAD = f"fleet:{PREFIX}replica_load:ratio"
+
+RECORDING_RULES += (
+    RecordingRule(
+        family=FLEET_REQUESTS_DEMANDED,
+        expr=(
+            f"{_fleet_gauge(SGLANG_RUNNING_REQUESTS)}\n+\n{_fleet_gauge(SGLANG_QUEUED_REQUESTS)}"
+        ),
+        help="Requests wanting service in the fleet (running + queued, SGLang's gauges, DP "
+        "groups and servers summed), averaged over the rate window.",
+    ),
+    RecordingRule(
+        family=FLEET_RUNNING,
+        expr=_fleet_gauge(SGLANG_RUNNING_REQUESTS),
+        help="Requests running in the fleet (SGLang's gauge, DP groups and servers summed), "
+        "averaged over the rate window.",
+    ),
+    RecordingRule(
+        family=FLEET_DECODE_TOKENS,
+        expr=(
+            f"sum by ({FLEET_BY}) (max without ({_SCHEDULER_RANKS}) "
+            f"(avg_over_time({SGLANG_GEN_THROUGHPUT}[[[window]]])))"
+        ),
+        help="Decode tokens/s the fleet delivers (SGLang's gen_throughput, speculation "
+        "included), averaged over the rate window.",
+    ),
+    RecordingRule(
+        family=FLEET_SERVERS,
+        expr=(
+            f"count by ({FLEET_BY}) (group by ({FLEET_BY}, job, instance, pod) "
+            f'(last_over_time({SGLANG_RUNNING_REQUESTS}{{priority=""}}[[[window]]])))'
+        ),
+        help="SGLang servers of the fleet that reported their scheduler in the rate window.",
+    ),
+    RecordingRule(
+        family=REPLICA_CAPACITY,
+        # The baseline's best bucket is what one replica decodes flat out without speculation;
+        # the lowest measured speedup is the credit speculation earns there (speedup falls as the
+        # batch grows, so a low bucket's would overstate it). No measured speedup: no credit.
+        expr=(
+            f"max by ({FLEET_BY}) ({BASELINE_GEN_THROUGHPUT.name} > 0)\n"
+            f"* on ({FLEET_BY})\n"
+            "(\n"
+            f"  min by ({FLEET_BY}) ([[rule:{SPEEDUP_RATIO}]])\n"
+            "  or\n"
+            f"  max by ({FLEET_BY}) ({BASELINE_GEN_THROUGHPUT.name} > 0) * 0 + 1\n"
+            ")"
+        ),
+        help="Decode tokens/s one replica delivers with speculation: the baseline's best "
+        "bucket times the lowest speedup measured in the rate window (1 while none is).",
+    ),
+    RecordingRule(
+        family=FLEET_REPLICA_LOAD,
+        # `or ... * 0`: an idle fleet (nothing running) needs no replica, and says so with 0
+        # rather than no series (KEDA would read nothing as 0, an HPA as an error).
+        expr=(
+            "(\n"
+            f"  [[rule:{FLEET_DECODE_TOKENS}]]\n"
+            f"  * on ({FLEET_BY}) [[rule:{FLEET_REQUESTS_DEMANDED}]]\n"
+            f"  / on ({FLEET_BY}) ([[rule:{FLEET_RUNNING}]] > 0)\n"
+            f"  or on ({FLEET_BY}) [[rule:{FLEET_RUNNING}]] * 0\n"
+            ")\n"
+            f"/ on ({FLEET_BY}) [[rule:{REPLICA_CAPACITY}]]"
+        ),
+        help="The fleet's load in replicas: decode tokens/s demanded (delivered x (running + "
+        "queued) / running) over what one replica delivers with speculation; the autoscaler "
+        "holds it at target utilisation x replicas.",
+    ),
+)
+
+ALERTS += (
+    Alert(
+        name="SpecServeFleetNeedsReplicas",
+        severity="warning",
+        for_="15m",
+        window="5m",
+        value_expr=(
+            f"ceil([[rule:{FLEET_REPLICA_LOAD}]] / [[max_utilisation]])\n"
+            f"> on ({FLEET_BY})\n"
+            f"[[rule:{FLEET_SERVERS}]]"
+        ),
+        comparison=">",
+        compare_to=0.0,
+        query_thresholds=(
+            Threshold(
+                "max_utilisation", 0.8, "number",
+                "Share of one replica's speculative throughput each replica is planned to "
+                "carry (the autoscaler's target): the headroom left for bursts.",
+                minimum=0.1, maximum=1.0,
+            ),
+        ),
+        summary="The load needs more replicas than serve it: add a node",
+        description=(
+            "The fleet {{ $labels.namespace }} needs {{ $value }} replicas to carry its load "
+            "at [[max_utilisation]] of one replica's speculative throughput over [[window]], "
+            "more than the SGLang servers reporting now. Add a node (Ansible: a host in the "
+            "inventory and deploy.yml; Kubernetes: the autoscaler's maxReplicas or nodes)."
+        ),
+        meaning="Decode tokens/s demanded (delivered, scaled by running + queued over running) "
+        "over one replica's speculative throughput (baseline x measured speedup), divided by "
+        "the planned utilisation and rounded up, exceeds the servers reporting: a capacity "
+        "shortfall, whatever the speedup.",
     ),
 )
 

@@ -33,6 +33,11 @@ from specserve.monitoring.rules import (
     ALERTS_BY_NAME,
     DECODE_LINE_RATE,
     DEFAULT_RUNBOOK_BASE_URL,
+    FLEET_DECODE_TOKENS,
+    FLEET_REPLICA_LOAD,
+    FLEET_REQUESTS_DEMANDED,
+    FLEET_RUNNING,
+    FLEET_SERVERS,
     FLEET_SLOWEST_THROUGHPUT,
     FLEET_THROUGHPUT,
     GRAPH_OFF_RATIO,
@@ -43,6 +48,7 @@ from specserve.monitoring.rules import (
     NATIVE_VERIFY_PER_REQUEST,
     RECORDING_WINDOW,
     REJECTED_RATIO,
+    REPLICA_CAPACITY,
     REPLICA_THROUGHPUT,
     REPLICA_THROUGHPUT_SHARE,
     SPEEDUP_RATIO,
@@ -1540,3 +1546,84 @@ def promtool_test_files() -> dict[str, dict[str, Any]]:
         "tests": [_expr_group(case) for case in _grafana_equivalence_cases()],
     }
     return files
+
+
+# --- fleet capacity and autoscaling (issue 32 item 3) -------------------------------------------
+# Two SGLang servers (two TP ranks each reporting the same scheduler gauges) and their exporters.
+# One replica's speculative capacity: baseline best bucket 400 tok/s x speedup 2.0 (800 tok/s
+# logged at bucket 8 over its 400 baseline) = 800 tok/s. Phases of 20, 30 and 30 minutes:
+# 500 tok/s and 8 running each, no queue (demand 1000 tok/s = 1.25 replicas, needs
+# ceil(1.25 / 0.8) = 2: silent); 720 tok/s, 8 running and 8 queued each (1440 x 32 / 16 =
+# 2880 tok/s = 3.6 replicas, needs ceil(4.5) = 5 > 2: fires with the figure 5); back to the
+# first phase (resolves).
+SGLANG_NODE2 = "node2:8000"
+
+
+def _phases(*values: float) -> str:
+    return " ".join(f"{_num(v)}x{n - 1}" for v, n in zip(values, (20, 30, 30), strict=True))
+
+
+def _capacity_fleet() -> dict[str, str]:
+    series: dict[str, str] = {}
+    for server, exporter in ((SGLANG_NODE1, NODE1), (SGLANG_NODE2, NODE2)):
+        for tp in ("0", "1"):
+            ranks = {**RANK0, "tp_rank": tp}
+            series |= {
+                f"sglang:gen_throughput{{{sglang(server, **ranks)}}}": _phases(500, 720, 500),
+                f"sglang:num_running_reqs{{{sglang(server, **ranks)}}}": _phases(8, 8, 8),
+                f"sglang:num_queue_reqs{{{sglang(server, **ranks)}}}": _phases(0, 8, 0),
+                # A per-priority breakdown is not a second total.
+                f'sglang:num_queue_reqs{{{sglang(server, **ranks, priority="1")}}}': _phases(
+                    0, 8, 0),
+            }
+        series |= {
+            f"{BASELINE}{{{target(exporter, concurrency=c)}}}": f"{v}x80"
+            for c, v in (("1", 90), ("4", 140), ("8", 400))
+        }
+        series |= _replica(exporter, ((800, 80),), "0", "8")
+    return series
+
+
+CASES["SpecServeFleetNeedsReplicas"] = [
+    Case(
+        "load needing 2 replicas on 2 is silent; a queue as long as the running batch needs 5 "
+        "(speculation counted) and fires with the figure; back to 2 resolves",
+        _capacity_fleet(),
+        (
+            Check("SpecServeFleetNeedsReplicas", "18m"),
+            Check("SpecServeFleetNeedsReplicas", "45m", (Firing({}, "5"),)),
+            Check("SpecServeFleetNeedsReplicas", "75m"),
+        ),
+    ),
+    Case(
+        "without a measured speedup no credit is given: 1000 tok/s on 400 tok/s replicas "
+        "needs ceil(2.5 / 0.8) = 4 and fires",
+        {k: v for k, v in _capacity_fleet().items() if not k.startswith(TPUT)},
+        (Check("SpecServeFleetNeedsReplicas", "18m", (Firing({}, "4"),)),),
+    ),
+    Case(
+        "an idle fleet (nothing running, a stale gen_throughput gauge) needs no replica: silent",
+        {k: ("0x80" if "num_" in k else v) for k, v in _capacity_fleet().items()},
+        (Check("SpecServeFleetNeedsReplicas", "45m"),),
+        ((_at(FLEET_REPLICA_LOAD), "45m", (({}, 0.0),)),),
+    ),
+]
+
+RECORDING_CASES.append(
+    Case(
+        "capacity: demand scales delivered tokens/s by (running + queued) / running, TP ranks "
+        "counted once, per-priority breakdowns ignored; one replica's capacity is the best "
+        "baseline x the measured speedup; the load is their quotient",
+        _capacity_fleet(),
+        (),
+        (
+            (_at(FLEET_SERVERS), "45m", (({}, 2.0),)),
+            (_at(FLEET_RUNNING), "45m", (({}, 16.0),)),
+            (_at(FLEET_REQUESTS_DEMANDED), "45m", (({}, 32.0),)),
+            (_at(FLEET_DECODE_TOKENS), "45m", (({}, 1440.0),)),
+            (_at(REPLICA_CAPACITY), "45m", (({}, 800.0),)),
+            (_rounded(_at(FLEET_REPLICA_LOAD)), "45m", (({}, 3.6),)),
+            (_rounded(_at(FLEET_REPLICA_LOAD)), "15m", (({}, 1.25),)),
+        ),
+    )
+)
