@@ -108,6 +108,31 @@ MEANINGS: dict[str, Meaning] = {
         Role.CAUSE, "a worker is out of the router's rotation: the rest of the fleet carries "
         "its load", "see why its health check fails (the router's log, the worker's /health)",
         explains=(TTFT, REPLICA_SLOW), rank=40),
+    # GPU health (docs/gpu-health.md): a faulty GPU slows or hangs its whole tensor-parallel
+    # group, so it explains every speed symptom and ranks before what the software does.
+    "SpecServeGpuMissing": Meaning(
+        Role.CAUSE, "a node shows fewer GPUs than the profile needs (fallen off the bus, or "
+        "the DCGM exporter is down)", "drain the node; nvidia-smi, dmesg | grep -i xid; "
+        "reboot, and RMA the GPU if it falls off again", explains=_SPEED, rank=-6),
+    "SpecServeGpuXidDrain": Meaning(
+        Role.CAUSE, "a GPU logged an XID that means drain this node (ECC, row remap, NVLink, "
+        "fallen off the bus)", "drain the node, reset the GPU or reboot; RMA on recurrence",
+        explains=_SPEED, rank=-5),
+    "SpecServeGpuRowRemapFailure": Meaning(
+        Role.CAUSE, "a GPU failed to remap a bad memory row: the bad memory stays in use",
+        "keep the node out of rotation and RMA the GPU", explains=_SPEED, rank=-4),
+    "SpecServeGpuUncorrectableEcc": Meaning(
+        Role.CAUSE, "a GPU had uncorrectable ECC errors: its rank's results are corrupt or lost",
+        "drain the node and reset the GPU (the row remap takes effect at reset)",
+        explains=_SPEED, rank=-3),
+    "SpecServeGpuNvlinkErrors": Meaning(
+        Role.CAUSE, "a GPU's NVLinks keep retrying: every all-reduce of its group is slower",
+        "drain the node; nvidia-smi nvlink -e; reseat or service the link", explains=_SPEED,
+        rank=-2),
+    "SpecServeGpuThrottled": Meaning(
+        Role.CAUSE, "a GPU's clocks are held down by power or thermal limits: its group "
+        "decodes at the slowest GPU's pace", "check cooling and power capping "
+        "(nvidia-smi -q -d PERFORMANCE,POWER,TEMPERATURE)", explains=_SPEED, rank=-1),
     # --- symptoms -----------------------------------------------------------------------------
     BELOW: Meaning(
         Role.SYMPTOM, "speculative decoding is slower than the non-speculative baseline, and "

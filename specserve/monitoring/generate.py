@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from specserve.monitoring.alertmanager import alertmanager_config
 from specserve.monitoring.dashboard import dashboard_json
+from specserve.monitoring.dcgm import COPIES, DEPLOYED_PATH, deployed_counters
 from specserve.monitoring.grafana_alerting import (
     DATASOURCE_UID_ENV,
     contact_points_example,
@@ -58,5 +59,7 @@ def artefacts() -> dict[str, Callable[[], str]]:
             notification_policies_example, _POLICY_NOTE
         ),
         "monitoring/alertmanager/alertmanager.yml": _yaml(alertmanager_config),
+        # dcgm-exporter's collectors file with the health fields the GPU alerts read.
+        **{path: deployed_counters for path in (DEPLOYED_PATH, *COPIES)},
     }
     return files

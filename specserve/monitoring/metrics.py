@@ -42,6 +42,19 @@ DCGM_GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
 DCGM_FB_USED = "DCGM_FI_DEV_FB_USED"
 DCGM_POWER_USAGE = "DCGM_FI_DEV_POWER_USAGE"
 DCGM_GPU_TEMP = "DCGM_FI_DEV_GPU_TEMP"
+# GPU health (docs/gpu-health.md). Every DCGM_FI_* name is in the pinned exporter's own counters
+# file (specserve/monitoring/dcgm.py); the ones its default file leaves commented out are
+# enabled by the counters file specserve deploys (dcgm.ENABLED).
+DCGM_XID_ERRORS = "DCGM_FI_DEV_XID_ERRORS"  # gauge: the last XID code seen, 0 for none
+DCGM_ECC_DBE_VOLATILE = "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"
+DCGM_UNCORRECTABLE_REMAPPED_ROWS = "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS"
+DCGM_ROW_REMAP_FAILURE = "DCGM_FI_DEV_ROW_REMAP_FAILURE"  # gauge: 1 when a remap failed
+DCGM_POWER_VIOLATION = "DCGM_FI_DEV_POWER_VIOLATION"  # counter: microseconds throttled
+DCGM_THERMAL_VIOLATION = "DCGM_FI_DEV_THERMAL_VIOLATION"
+DCGM_NVLINK_CRC_FLIT_ERRORS = "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL"
+DCGM_NVLINK_CRC_DATA_ERRORS = "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL"
+DCGM_NVLINK_REPLAY_ERRORS = "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL"
+DCGM_NVLINK_RECOVERY_ERRORS = "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL"
 
 # SGLang's router (smg, Shepherd Model Gateway; sglang-router up to 0.3.2), served on
 # --prometheus-port (default 29000) at /metrics. Names, types and labels as the pinned binary

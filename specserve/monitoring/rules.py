@@ -30,6 +30,17 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from specserve.monitoring.metrics import (
+    DCGM_ECC_DBE_VOLATILE,
+    DCGM_GPU_TEMP,
+    DCGM_NVLINK_CRC_DATA_ERRORS,
+    DCGM_NVLINK_CRC_FLIT_ERRORS,
+    DCGM_NVLINK_RECOVERY_ERRORS,
+    DCGM_NVLINK_REPLAY_ERRORS,
+    DCGM_POWER_VIOLATION,
+    DCGM_ROW_REMAP_FAILURE,
+    DCGM_THERMAL_VIOLATION,
+    DCGM_UNCORRECTABLE_REMAPPED_ROWS,
+    DCGM_XID_ERRORS,
     SGLANG_CUDA_GRAPH_PASSES,
     SGLANG_GEN_THROUGHPUT,
     SGLANG_GENERATION_TOKENS,
@@ -1186,6 +1197,162 @@ ALERTS += (
         "over one replica's speculative throughput (baseline x measured speedup), divided by "
         "the planned utilisation and rounded up, exceeds the servers reporting: a capacity "
         "shortfall, whatever the speedup.",
+    ),
+)
+
+# --- GPU health, from NVIDIA's dcgm-exporter (issue 32 item 2, docs/gpu-health.md) -------------
+# Names from the pinned exporter's own counters file (specserve/monitoring/dcgm.py). Its series
+# carry gpu, UUID, device, modelName, pci_bus_id and Hostname besides the target's labels; the
+# alerts keep them all, so each names the GPU and the node.
+
+# The job the Ansible monitoring role scrapes the exporter as; the chart's ServiceMonitor sets it.
+DCGM_JOB = "dcgm-exporter"
+# XID codes whose resolution is to take the node out of service (reset the GPU or reboot, then
+# RMA on recurrence), from NVIDIA's Xid catalog
+# (https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html) and page retirement
+# notes (https://docs.nvidia.com/deploy/dynamic-page-retirement/visibility.html): 48 double-bit
+# ECC, 63/64 row remapping pending/failed (page retirement on pre-Ampere), 74 NVLink error,
+# 79 fallen off the bus, 92 high single-bit ECC rate, 94/95 contained/uncontained ECC error.
+# Application faults (13, 31, 43, 45) are not here: they fail a request, not the node.
+DRAIN_XIDS: tuple[int, ...] = (48, 63, 64, 74, 79, 92, 94, 95)
+_DCGM_JOB = Threshold(
+    "job", DCGM_JOB, "regex",
+    "Regular expression for the DCGM exporter's Prometheus job label.",
+)
+_GPU = "GPU {{ $labels.gpu }} ({{ $labels.UUID }}) on {{ $labels.Hostname }}"
+
+ALERTS += (
+    Alert(
+        name="SpecServeGpuXidDrain",
+        severity="critical",
+        for_="1m",
+        # The exporter's XID field is the last code the driver logged, held until the next one.
+        value_expr=" or ".join(f"{DCGM_XID_ERRORS} == {code}" for code in DRAIN_XIDS),
+        comparison=">",
+        compare_to=0.0,
+        summary="A GPU logged an XID error that means: drain this node",
+        description=(
+            f"{_GPU} logged XID {{{{ $value }}}}, one of the codes whose remedy is a GPU reset "
+            f"or reboot ({', '.join(str(code) for code in DRAIN_XIDS)}). Take the node out of "
+            "rotation before its tensor-parallel group hangs or returns garbage."
+        ),
+        meaning=f"`{DCGM_XID_ERRORS}` (the last XID the driver logged) is one of the "
+        "drain codes: a hardware or driver fault that needs a GPU reset or reboot.",
+    ),
+    Alert(
+        name="SpecServeGpuUncorrectableEcc",
+        severity="critical",
+        for_="1m",
+        # A fixed range like SpecServeLogFileGap: one counter step stays visible for 15m.
+        value_expr=(
+            f"increase({DCGM_ECC_DBE_VOLATILE}[15m]) > 0\n"
+            "or\n"
+            f"increase({DCGM_UNCORRECTABLE_REMAPPED_ROWS}[15m])"
+        ),
+        comparison=">",
+        compare_to=0.0,
+        summary="A GPU had an uncorrectable memory error",
+        description=(
+            f"{_GPU} counted {{{{ $value }}}} uncorrectable ECC errors or rows remapped for "
+            "them over 15m: the process that touched the memory is corrupt or dead, and the "
+            "remap only takes effect after a GPU reset. Drain the node and reset the GPU."
+        ),
+        meaning=f"`{DCGM_ECC_DBE_VOLATILE}` or `{DCGM_UNCORRECTABLE_REMAPPED_ROWS}` grew: "
+        "double-bit (uncorrectable) ECC errors in HBM.",
+    ),
+    Alert(
+        name="SpecServeGpuRowRemapFailure",
+        severity="critical",
+        for_="1m",
+        value_expr=DCGM_ROW_REMAP_FAILURE,
+        comparison=">",
+        compare_to=0.0,
+        summary="A GPU could not remap a failing memory row",
+        description=(
+            f"{_GPU} reports a failed row remap: the bad memory stays in use. The GPU needs "
+            "service (RMA); keep the node out of rotation."
+        ),
+        meaning=f"`{DCGM_ROW_REMAP_FAILURE}` is 1: the GPU ran out of spare rows or the "
+        "remap failed.",
+    ),
+    Alert(
+        name="SpecServeGpuMissing",
+        severity="critical",
+        for_="5m",
+        # Every GPU the exporter sees reports a temperature; a target that is down counts 0.
+        value_expr=(
+            f'count by (job, instance, Hostname) ({DCGM_GPU_TEMP}{{job=~"[[job]]"}})\n'
+            "or\n"
+            f'max by (job, instance) ({UP}{{job=~"[[job]]"}} == 0) * 0'
+        ),
+        comparison="<",
+        compare_to=Threshold(
+            "gpus", 8.0, "number",
+            "GPUs each node must show: the profile's GPUs per node (tensor x data parallel "
+            "over nodes).",
+            minimum=1.0,
+        ),
+        summary="A node shows fewer GPUs than the profile needs",
+        description=(
+            "The DCGM exporter {{ $labels.instance }} ({{ $labels.Hostname }}) sees "
+            "{{ $value }} GPUs (the profile needs [[gpus]]; 0 when the exporter is down): a "
+            "GPU fell off the bus (XID 79) or the driver lost it. The server cannot start, or "
+            "its running ranks hang."
+        ),
+        meaning="The exporter reports fewer GPUs than the profile's count (or is down): a "
+        "GPU fell off the bus or the driver does not see it.",
+        query_thresholds=(_DCGM_JOB,),
+    ),
+    Alert(
+        name="SpecServeGpuThrottled",
+        severity="warning",
+        for_="15m",
+        # A fixed range: rate windows belong to the recording-rule families.
+        # The violation counters are microseconds spent throttled: rate / 1e6 is the share.
+        value_expr=(
+            f"(\n  rate({DCGM_POWER_VIOLATION}[5m])\n"
+            f"  + rate({DCGM_THERMAL_VIOLATION}[5m])\n) / 1e6"
+        ),
+        comparison=">",
+        compare_to=Threshold(
+            "max_share", 0.2, "number",
+            "Share of the time clocks are held down by power or thermal limits above which "
+            "the alert fires.",
+            minimum=0.0, maximum=2.0,
+        ),
+        summary="A GPU's clocks are held down by power or temperature",
+        description=(
+            f"{_GPU} spent {{{{ $value | humanizePercentage }}}} of the last 5m "
+            "throttled by power or thermal limits (alert above [[max_share]]): it decodes "
+            "slower than its peers, and the whole tensor-parallel group waits for it."
+        ),
+        meaning=f"`{DCGM_POWER_VIOLATION}` + `{DCGM_THERMAL_VIOLATION}` grow for a large "
+        "share of the time: cooling, power capping or a failing fan/PSU slows the GPU.",
+    ),
+    Alert(
+        name="SpecServeGpuNvlinkErrors",
+        severity="warning",
+        for_="10m",
+        value_expr=(
+            f"increase({DCGM_NVLINK_CRC_FLIT_ERRORS}[5m])\n"
+            f"+ increase({DCGM_NVLINK_CRC_DATA_ERRORS}[5m])\n"
+            f"+ increase({DCGM_NVLINK_REPLAY_ERRORS}[5m])\n"
+            f"+ increase({DCGM_NVLINK_RECOVERY_ERRORS}[5m])"
+        ),
+        comparison=">",
+        compare_to=Threshold(
+            "max_errors", 10.0, "number",
+            "NVLink CRC, replay and recovery errors over 5m above which the alert fires.",
+            minimum=0.0,
+        ),
+        summary="A GPU's NVLinks keep retrying",
+        description=(
+            f"{_GPU} counted {{{{ $value }}}} NVLink CRC/replay/recovery errors over 5m "
+            "(alert above [[max_errors]]): every all-reduce of its tensor-parallel "
+            "group slows down, and a link that fails outright hangs the group (XID 74)."
+        ),
+        meaning="NVLink flit/data CRC, replay and recovery error counters grow: a degraded "
+        "link, a badly seated GPU or an NVSwitch fault.",
     ),
 )
 

@@ -1426,6 +1426,175 @@ RECORDING_CASES.append(
 )
 
 
+# --- GPU health: series named and labelled as the pinned dcgm-exporter serves them -----------
+# (names from its default counters file, specserve/monitoring/dcgm.py; labels gpu, UUID, device,
+# modelName, pci_bus_id, Hostname and the driver version, as its gpu collector sets them).
+DCGM_JOB = "dcgm-exporter"
+
+
+def gpu(gpu_index: int = 0, node: str = "node1") -> dict[str, str]:
+    return {
+        "job": DCGM_JOB, "instance": f"{node}:9400", "gpu": str(gpu_index),
+        "UUID": f"GPU-{node}-{gpu_index}", "device": f"nvidia{gpu_index}",
+        "modelName": "NVIDIA H200", "pci_bus_id": f"00000000:{0x19 + gpu_index:02X}:00.0",
+        "Hostname": node, "DCGM_FI_DRIVER_VERSION": "570.124.06",
+    }  # fmt: skip
+
+
+def _dcgm(name: str, values: str, labels: dict[str, str] | None = None) -> dict[str, str]:
+    return {f"{name}{_labels_text(labels or gpu())}": values}
+
+
+def _node_temps(node: str, missing: str = "60x40", count: int = 8) -> dict[str, str]:
+    """Every GPU of a node reporting a temperature; the last one's samples are `missing`."""
+    series: dict[str, str] = {}
+    for index in range(count):
+        series.update(_dcgm("DCGM_FI_DEV_GPU_TEMP", missing if index == count - 1 else "60x40",
+                            gpu(index, node)))  # fmt: skip
+    return series
+
+
+_NVLINK = (
+    "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
+    "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL",
+    "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL",
+    "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL",
+)
+
+
+def _nvlink(flit: str) -> dict[str, str]:
+    series = _dcgm(_NVLINK[0], flit)
+    for name in _NVLINK[1:]:
+        series.update(_dcgm(name, "0x40"))
+    return series
+
+
+def _violations(power: str, thermal: str = "0x40") -> dict[str, str]:
+    return {**_dcgm("DCGM_FI_DEV_POWER_VIOLATION", power),
+            **_dcgm("DCGM_FI_DEV_THERMAL_VIOLATION", thermal)}  # fmt: skip
+
+
+GPU_NODE1 = gpu()
+CASES.update({
+    "SpecServeGpuXidDrain": [
+        Case(
+            "XID 79 (fallen off the bus) fires after `for`; the reset clearing it resolves",
+            _dcgm("DCGM_FI_DEV_XID_ERRORS", "0x5 79x10 0x20"),
+            (
+                Check("SpecServeGpuXidDrain", "5m"),
+                Check("SpecServeGpuXidDrain", "8m", (Firing(GPU_NODE1, "79"),)),
+                Check("SpecServeGpuXidDrain", "25m"),
+            ),
+        ),
+        Case(
+            "an application fault (XID 13, 31) is not a drain code: silent",
+            _dcgm("DCGM_FI_DEV_XID_ERRORS", "0x5 13x10 31x20"),
+            (Check("SpecServeGpuXidDrain", "10m"), Check("SpecServeGpuXidDrain", "30m")),
+        ),
+    ],
+    "SpecServeGpuUncorrectableEcc": [
+        Case(
+            "one double-bit ECC error fires for 15m, then resolves",
+            {**_dcgm("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "0x5 1x30"),
+             **_dcgm("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "0x35")},
+            (
+                Check("SpecServeGpuUncorrectableEcc", "5m"),
+                Check("SpecServeGpuUncorrectableEcc", "8m", (Firing(GPU_NODE1, "1"),)),
+                Check("SpecServeGpuUncorrectableEcc", "30m"),
+            ),
+        ),
+        Case(
+            "a row remapped for an uncorrectable error fires without the ECC field (the "
+            "exporter's default counters)",
+            _dcgm("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "0x5 1x30"),
+            (Check("SpecServeGpuUncorrectableEcc", "8m", (Firing(GPU_NODE1, "1"),)),),
+        ),
+        Case(
+            "no uncorrectable error: silent",
+            {**_dcgm("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "0x30"),
+             **_dcgm("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "0x30")},
+            (Check("SpecServeGpuUncorrectableEcc", "20m"),),
+        ),
+    ],
+    "SpecServeGpuRowRemapFailure": [
+        Case(
+            "a failed remap fires; a replaced GPU (flag 0) resolves",
+            _dcgm("DCGM_FI_DEV_ROW_REMAP_FAILURE", "0x5 1x10 0x10"),
+            (
+                Check("SpecServeGpuRowRemapFailure", "5m"),
+                Check("SpecServeGpuRowRemapFailure", "8m", (Firing(GPU_NODE1, "1"),)),
+                Check("SpecServeGpuRowRemapFailure", "20m"),
+            ),
+        ),
+        Case(
+            "no failure: silent",
+            _dcgm("DCGM_FI_DEV_ROW_REMAP_FAILURE", "0x30"),
+            (Check("SpecServeGpuRowRemapFailure", "20m"),),
+        ),
+    ],
+    "SpecServeGpuMissing": [
+        Case(
+            "a GPU falls off the bus (its series go stale): 7 of 8 fires after `for`; back "
+            "after a reboot resolves; a down exporter counts 0",
+            {
+                **_node_temps("node1", "60x9 stale _x9 60x20"),
+                f'up{{job="{DCGM_JOB}", instance="node1:9400"}}': "1x40",
+                f'up{{job="{DCGM_JOB}", instance="node2:9400"}}': "1x9 0x30",
+            },
+            (
+                Check("SpecServeGpuMissing", "12m"),
+                Check("SpecServeGpuMissing", "17m", (
+                    Firing({"job": DCGM_JOB, "instance": "node1:9400", "Hostname": "node1"},
+                           "7"),
+                    Firing({"job": DCGM_JOB, "instance": "node2:9400"}, "0"),
+                )),
+                Check("SpecServeGpuMissing", "30m", (
+                    Firing({"job": DCGM_JOB, "instance": "node2:9400"}, "0"),
+                )),
+            ),
+        ),
+        Case(
+            "all 8 GPUs present: silent",
+            {**_node_temps("node1"), f'up{{job="{DCGM_JOB}", instance="node1:9400"}}': "1x40"},
+            (Check("SpecServeGpuMissing", "20m"),),
+        ),
+    ],
+    "SpecServeGpuThrottled": [
+        Case(
+            "power-capped 25% of the time for 30m fires after the 5m rate window fills and "
+            "`for` (15m), then resolves",
+            _violations(counter((15e6, 30), (0, 20)), "0x50"),
+            (
+                Check("SpecServeGpuThrottled", "14m"),
+                Check("SpecServeGpuThrottled", "22m", (Firing(GPU_NODE1, "25%"),)),
+                Check("SpecServeGpuThrottled", "45m"),
+            ),
+        ),
+        Case(
+            "5% of the time power-capped: silent",
+            _violations(counter((3e6, 30))),
+            (Check("SpecServeGpuThrottled", "25m"),),
+        ),
+    ],
+    "SpecServeGpuNvlinkErrors": [
+        Case(
+            "10 CRC errors a minute (50 per 5m) fire after `for`, then resolve",
+            _nvlink(counter((10, 20), (0, 20))),
+            (
+                Check("SpecServeGpuNvlinkErrors", "8m"),
+                Check("SpecServeGpuNvlinkErrors", "15m", (Firing(GPU_NODE1, "50"),)),
+                Check("SpecServeGpuNvlinkErrors", "35m"),
+            ),
+        ),
+        Case(
+            "one CRC error a minute (5 per 5m, replays absorb them): silent",
+            _nvlink(counter((1, 30))),
+            (Check("SpecServeGpuNvlinkErrors", "25m"),),
+        ),
+    ],
+})
+
+
 def _grafana_equivalence_cases() -> list[Case]:
     """Each alert's first firing check, re-evaluated as Grafana evaluates it: query A with the
     recording rules inlined, compared with the threshold, no rule file loaded."""

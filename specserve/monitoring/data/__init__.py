@@ -1,0 +1,1 @@
+"""The pinned dcgm-exporter's default counters file (specserve.monitoring.dcgm)."""
