@@ -17,6 +17,7 @@ from specserve.bench.results import ResultError, load_result
 from specserve.diagnose.bench import bench_findings
 from specserve.diagnose.causes import ACCEPT_LOW
 from specserve.diagnose.evidence import EvidenceError, PrometheusReader, gather
+from specserve.diagnose.inventory import InventoryError, targets
 from specserve.diagnose.verdict import judge
 from specserve.monitoring.overrides import OverridesError, load_overrides_file, resolve_settings
 from specserve.profile.issues import Issue
@@ -41,12 +42,27 @@ def _profile_issues(path: Path, image: str | None) -> list[Issue]:
     return run_checks(profile, options)
 
 
+def _from_inventory(args: argparse.Namespace) -> None:
+    """Fill what the command line left out from the deployment's inventory."""
+    found = targets(args.inventory, args.host)
+    args.prometheus = args.prometheus or found.prometheus
+    args.overrides = args.overrides or found.overrides
+    args.profile = args.profile or found.profile
+    sys.stdout.write(f"context: {found.host}: Prometheus {args.prometheus}, overrides "
+                     f"{args.overrides or 'none (defaults)'}, profile {args.profile or 'none'}\n")
+    if found.note:
+        sys.stdout.write(f"context: {found.note}\n")
+
+
 def _handle(args: argparse.Namespace) -> int:
     try:
+        if args.inventory:
+            _from_inventory(args)
+        args.prometheus = args.prometheus or DEFAULT_PROMETHEUS
         overrides, _ = load_overrides_file(args.overrides) if args.overrides else ({}, "")
         settings = resolve_settings(overrides)
         evidence = gather(PrometheusReader(args.prometheus), settings)
-    except (OverridesError, EvidenceError) as err:
+    except (OverridesError, EvidenceError, InventoryError) as err:
         sys.stderr.write(f"specserve diagnose: {err}\n")
         return EXIT_UNREADABLE
     issues = _profile_issues(args.profile, args.server_image) if args.profile else []
@@ -71,8 +87,14 @@ def register(subparsers: Any) -> None:
         "findings, and prints the ranked causes with evidence and fix. Exit 0: no cause found; "
         "1: a cause found; 2: evidence unreadable.",
     )
-    parser.add_argument("--prometheus", default=DEFAULT_PROMETHEUS,
-                        help=f"Prometheus URL (default {DEFAULT_PROMETHEUS})")  # fmt: skip
+    parser.add_argument("--prometheus",
+                        help=f"Prometheus URL (default: from --inventory, else "
+                        f"{DEFAULT_PROMETHEUS})")  # fmt: skip
+    parser.add_argument("--inventory", type=Path,
+                        help="the Ansible inventory of the deployment: Prometheus' URL, the "
+                        "overrides file and the profile from its variables and role defaults")
+    parser.add_argument("--host", help="with --inventory: the node (default: the first of the "
+                        "'specserve' group)")  # fmt: skip
     parser.add_argument("--overrides", type=Path,
                         help="the deployment's alert overrides file (the one its rules were "
                         "rendered from), so the windows and thresholds match")  # fmt: skip

@@ -20,6 +20,7 @@ from specserve.profile.facts import load_facts
 
 from .conftest import Deployment
 from .harness import (
+    BIN,
     FIXTURES,
     ROOT,
     Run,
@@ -96,6 +97,14 @@ def test_from_nothing(deployment: Deployment) -> None:
     assert http_status(f"http://127.0.0.1:{deployment.alertmanager_port}/-/ready") == 200
     # No Grafana image here: a clear skip, not a failure.
     assert "Grafana SKIPPED" in run.output and "cannot be pulled" in run.output
+    # `specserve diagnose --inventory` finds this deployment's Prometheus and profile from the
+    # inventory the play ran with, and reads its evidence there (exit 2 would be unreadable).
+    diagnose = subprocess.run(
+        [str(BIN / "specserve"), "diagnose", "--inventory", str(deployment.inventory)],
+        capture_output=True, text=True, timeout=120, check=False, cwd=ROOT)  # fmt: skip
+    assert diagnose.returncode in (0, 1), diagnose.stdout + diagnose.stderr
+    assert (f"context: localhost: Prometheus http://127.0.0.1:{deployment.prometheus_port}, "
+            f"overrides none (defaults), profile {deployment.profile}") in diagnose.stdout
 
 
 def _assert_exporter_least_privilege(dep: Deployment, server: dict) -> None:
