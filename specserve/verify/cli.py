@@ -112,7 +112,8 @@ def _settings(args: argparse.Namespace) -> gate.Settings:
         prompt=args.prompt, requests=args.requests, max_tokens=args.max_tokens,
         request_timeout=args.request_timeout, metrics_timeout=args.metrics_timeout,
         min_decode_lines=args.min_decode_lines, floor=args.floor,
-        require_graph=args.require_graph, graph_label=args.graph_label, since=args.since,
+        require_graph=args.require_graph, graph_label=args.graph_label, dcgm=args.dcgm,
+        since=args.since,
         title=args.title, on=args.on, knobs=_knobs(args.knob),
     )
 

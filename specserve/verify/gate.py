@@ -17,7 +17,7 @@ import requests
 
 from specserve.profile.facts import facts
 from specserve.profile.model import Profile
-from specserve.verify import exporters, server
+from specserve.verify import exporters, gpus, server
 from specserve.verify.exporters import ScrapeError
 from specserve.verify.options import OPTIONS, default
 from specserve.verify.server import RequestFailed
@@ -26,7 +26,7 @@ from specserve.verify.window import Snapshot, Window
 # The budgets and floors a message may name, with the `specserve verify` flag that sets each;
 # a caller renames them with --knob NAME=LABEL.
 DEFAULT_KNOBS: dict[str, str] = {
-    **{o.name: o.flag for o in OPTIONS if o.name not in ("prompt", "graph_label")},
+    **{o.name: o.flag for o in OPTIONS if o.name not in ("prompt", "graph_label", "dcgm")},
     "api_key": "--api-key-file",
 }
 
@@ -50,6 +50,7 @@ class Settings:
     floor: float = default("floor")
     require_graph: bool = default("require_graph")
     graph_label: str = default("graph_label")
+    dcgm: str = default("dcgm")  # the DCGM exporter's /metrics URL; empty: GPUs not checked
     since: Path | None = None
     title: str = "Verification gate"
     on: str = ""  # where it ran, for the first line (the inventory host)
@@ -182,6 +183,15 @@ def run(s: Settings, out: Callable[[str], None],
         session.headers["Authorization"] = f"Bearer {s.api_key}"
     head = f"{s.title} FAILED{' on ' + s.on if s.on else ''} (profile {s.profile.name}):"
     try:
+        if s.dcgm:
+            # The GPUs first: a node whose GPUs report an error state gets no request at all.
+            failed, seen = gpus.check(session, s.dcgm, facts(s.profile).gpu_count)
+            if failed:
+                out("\n".join([head, *(f"  FAIL {line}" for line in failed),
+                                *(f"  ok   {line}" for line in seen)]))
+                return False
+            for line in seen:
+                out(f"gpus: {line}")
         urls = exporters.expand(s.exporters, s.each_address)
         before = exporters.load(s.since) if s.since else exporters.scrape_all(session, urls)
         try:

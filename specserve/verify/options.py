@@ -72,6 +72,11 @@ OPTIONS: tuple[Option, ...] = (
            "verify_require_graph"),
     Option("graph_label", "--graph-label", "cuda", "the graph word of the decode lines",
            "verify_graph_label", choices=("cuda", "cpu", "npu", "musa")),
+    Option("dcgm", "--dcgm", "",
+           "the DCGM exporter's /metrics URL: refuse the node, before any request, when a "
+           "GPU's last XID is a drain code, it counted uncorrectable ECC errors or a failed "
+           "row remap, or fewer GPUs report than the profile's gpu.count (empty: not checked)",
+           "verify_dcgm_url"),
 )
 BY_NAME: dict[str, Option] = {option.name: option for option in OPTIONS}
 
