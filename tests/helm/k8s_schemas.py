@@ -21,7 +21,7 @@ from referencing import Registry, Resource
 
 CRD_DIR = Path(__file__).resolve().parent / "crd-schemas"
 KUBERNETES_VERSIONS = ("1.30", "1.31", "1.32", "1.33", "1.34", "1.35")
-CRD_GROUPS = ("monitoring.coreos.com", "leaderworkerset.x-k8s.io")
+CRD_GROUPS = ("monitoring.coreos.com", "leaderworkerset.x-k8s.io", "keda.sh")
 
 
 class SchemaMissing(LookupError):

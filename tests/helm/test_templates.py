@@ -544,6 +544,7 @@ def test_every_template_has_a_case() -> None:
         "hook-validate.yaml", "ingress.yaml", "job-download.yaml", "configmap-profile.yaml",
         "tests", "_helpers.tpl", "NOTES.txt",
         "leaderworkerset.yaml",  # multi-node profiles: tests/helm/test_leaderworkerset.py
+        "autoscaling.yaml",  # tests/helm/test_autoscaling.py
     }
     present = {p.name for p in (CHART / "templates").iterdir()}
     assert present <= covered, sorted(present - covered)

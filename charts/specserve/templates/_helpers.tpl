@@ -210,8 +210,8 @@ resources come from gpu.count; tests/helm/test_profile_facts_parity.py compares 
 {{- if not .Values.model.download.repos }}
 {{- fail "model.storage is download but model.download.repos is empty. Fix: list [{repo: ORG/NAME, dir: DIR}] for the target and the drafter" }}
 {{- end }}
-{{- if and (gt (int .Values.replicaCount) 1) (not (has "ReadWriteMany" .Values.model.download.pvc.accessModes)) }}
-{{- fail (printf "replicaCount %d reads the downloaded weights from several nodes, but model.download.pvc.accessModes is %s. Fix: use accessModes: [ReadWriteMany] with a storage class that supports it, or model.storage existingClaim / hostPath" (int .Values.replicaCount) (toJson .Values.model.download.pvc.accessModes)) }}
+{{- if and (gt (int (include "specserve.replicasMax" .)) 1) (not (has "ReadWriteMany" .Values.model.download.pvc.accessModes)) }}
+{{- fail (printf "%s %d reads the downloaded weights from several nodes, but model.download.pvc.accessModes is %s. Fix: use accessModes: [ReadWriteMany] with a storage class that supports it, or model.storage existingClaim / hostPath" (ternary "autoscaling.maxReplicas" "replicaCount" .Values.autoscaling.enabled) (int (include "specserve.replicasMax" .)) (toJson .Values.model.download.pvc.accessModes)) }}
 {{- end }}
 {{- end }}
 {{- if eq .Values.server.strategy.type "RollingUpdate" }}
@@ -264,6 +264,13 @@ gives up sooner fails a busy, healthy server. */}}
 {{- end }}
 {{- end }}
 
+{{/* The most server replicas the release may run: autoscaling.maxReplicas while the autoscaler
+owns the count, else replicaCount. What the budget, the rolling update, the anti-affinity and the
+shared weights volume must allow for. */}}
+{{- define "specserve.replicasMax" -}}
+{{- if .Values.autoscaling.enabled }}{{ .Values.autoscaling.maxReplicas }}{{ else }}{{ .Values.replicaCount }}{{ end }}
+{{- end }}
+
 {{/*
 The server Deployment's strategy. Auto: Recreate for one replica (its GPUs are freed before the
 new pod is created, and the node has no room for two), RollingUpdate with maxSurge 0 /
@@ -272,7 +279,7 @@ maxUnavailable 1 for several (one node at a time; the others keep serving behind
 {{- define "specserve.strategy" -}}
 {{- if ne .Values.server.strategy.type "Auto" }}
 {{- toYaml .Values.server.strategy }}
-{{- else if gt (int .Values.replicaCount) 1 }}
+{{- else if gt (int (include "specserve.replicasMax" .)) 1 }}
 {{- toYaml (dict "type" "RollingUpdate" "rollingUpdate" (dict "maxSurge" 0 "maxUnavailable" 1)) }}
 {{- else }}
 {{- toYaml (dict "type" "Recreate") }}
@@ -457,7 +464,7 @@ terminationGracePeriodSeconds: {{ $.Values.server.terminationGracePeriodSeconds 
 {{- /* Every server pod of the release counts: replicas x ranks. A single-component selector is
 the Deployment's own pod selector; the ranks of a LeaderWorkerSet carry two components. */}}
 {{- $affinity := deepCopy ($.Values.server.affinity | default dict) }}
-{{- $pods := mul (int $.Values.replicaCount) (int (include "specserve.nodeCount" $)) }}
+{{- $pods := mul (int (include "specserve.replicasMax" $)) (int (include "specserve.nodeCount" $)) }}
 {{- if and (gt $pods 1) (ne $.Values.server.podAntiAffinity "none") }}
 {{- $selector := dict "matchLabels" (include "specserve.selectorLabels" (dict "ctx" $ "component" (first .peers)) | fromYaml) }}
 {{- if gt (len .peers) 1 }}
