@@ -58,6 +58,7 @@ class Emit(Enum):
     SECRET = "the flag and a placeholder; the launcher puts the key in at exec time"
     # The rank is the deploy's, not the profile's: render_argv takes it (profile/nodes.py).
     NODES = "--nnodes N --node-rank R --dist-init-addr HOST:PORT, only when N > 1"
+    CLASS_LABEL = "the allowed custom label and its header (profile/classlabel.py), when set"
 
 
 @dataclass(frozen=True)
@@ -441,6 +442,20 @@ FIELDS: tuple[Field, ...] = (
         True,
         owns=(Option("--enable-metrics"),),
         emit=Emit.SWITCH,
+    ),
+    Field(
+        "server.request_class_label",
+        _t("string", null=True, pattern="^[a-zA-Z_][a-zA-Z0-9_]*$"),
+        "The label SGLang's tokenizer metrics carry each request's class in (its custom "
+        "labels: the JSON object of the `x-custom-labels` header, which `specserve bench "
+        "--class-label` sends); the rules record the accept length per class. Null: no label.",
+        None,
+        owns=(
+            Option("--tokenizer-metrics-allowed-custom-labels"),
+            Option("--tokenizer-metrics-custom-labels-header"),
+        ),
+        emit=Emit.CLASS_LABEL,
+        type_doc="a Prometheus label name, or null",
     ),
     Field(
         "logging.file",

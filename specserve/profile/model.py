@@ -109,6 +109,7 @@ class Server:
     num_continuous_decode_steps: int | None = default_of("server.num_continuous_decode_steps")
     disable_custom_all_reduce: bool = default_of("server.disable_custom_all_reduce")
     enable_metrics: bool = default_of("server.enable_metrics")
+    request_class_label: str | None = default_of("server.request_class_label")
     disable_cuda_graph: bool = default_of("server.disable_cuda_graph")
     allow_disable_cuda_graph: bool = default_of("server.allow_disable_cuda_graph")
     allow_uncaptured_decode: str | None = default_of("server.allow_uncaptured_decode")

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from specserve.profile.classlabel import ALLOWED_LABELS_FLAG, CLASS_LABEL_HEADER, HEADER_FLAG
 from specserve.profile.fields import (
     ATTN_DP_FLAG,
     BY_PATH,
@@ -110,6 +111,14 @@ def _secret(row: Field, value: object, profile: Profile, contract: Contract) -> 
     return [] if value is None else [row.flag, API_KEY_PLACEHOLDER]
 
 
+def _class_label(row: Field, value: str | None, profile: Profile, contract: Contract) -> list[str]:
+    # The header is SGLang's default, written out so the bench and the stand-in name the header
+    # SGLang reads whatever a later default becomes.
+    if value is None:
+        return []
+    return [ALLOWED_LABELS_FLAG, value, HEADER_FLAG, CLASS_LABEL_HEADER]
+
+
 def _nodes(
     row: Field, value: int, profile: Profile, contract: Contract, placement: Placement = SINGLE
 ) -> list[str]:
@@ -127,6 +136,7 @@ EMITTERS: dict[Emit, Emitter] = {
     Emit.GRAPHS_OFF: _graphs_off,
     Emit.SECRET: _secret,
     Emit.NODES: _nodes,
+    Emit.CLASS_LABEL: _class_label,
 }
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from specserve.standin.engine import Request, natural_length
@@ -13,6 +15,31 @@ DEFAULT_MAX_TOKENS = 128
 
 class BadRequest(ValueError):
     """The request body is unusable; the message says which field and why."""
+
+
+def _no_constant(name: str) -> Any:
+    # orjson, which SGLang parses the header with, refuses NaN and Infinity; json would not.
+    raise ValueError(f"{name} is not JSON")
+
+
+def extract_custom_labels(
+    header_of: Callable[[str], str | None], allowed: tuple[str, ...], header: str
+) -> dict[str, Any] | None:
+    """SGLang's OpenAIServingBase.extract_custom_labels (serving_base.py, 0.5.21 and 0.5.23):
+    the JSON object of `header` with only the `allowed` names kept, values as sent; None when
+    no label is allowed, the header is absent or empty, or it is not JSON (SGLang logs and
+    drops it) or not an object; {} for an object without an allowed name. `header_of` is the request's
+    case-insensitive header lookup."""
+    if not allowed or not header:
+        return None
+    raw = header_of(header)
+    try:
+        labels = json.loads(raw, parse_constant=_no_constant) if raw else None
+    except ValueError:
+        labels = None
+    if not isinstance(labels, dict):
+        return None
+    return {name: value for name, value in labels.items() if name in allowed}
 
 
 def _text_of(content: object) -> str:

@@ -364,6 +364,10 @@ class StandinArgs:
     """`" ".join(argv)`: upstream's `ServerArgs.launch_command`, the API key included."""
     warnings: tuple[str, ...] = ()
     """Upstream's resolution warnings that apply, verbatim, for the start-up log."""
+    custom_labels: tuple[str, ...] = ()
+    """`--tokenizer-metrics-allowed-custom-labels`: the names a request's header may set."""
+    custom_labels_header: str = ""
+    """`--tokenizer-metrics-custom-labels-header`: the header the OpenAI routes read them from."""
 
     @property
     def raw(self) -> dict[str, Any]:
@@ -622,6 +626,14 @@ def resolve(contract: SGLangContract, ns: argparse.Namespace, argv: list[str]) -
             raise ResolutionError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
     if not 1 <= ns.port <= 65535:
         raise ResolutionError(f"--port must be 1..65535, got {ns.port}")
+    allowed = tuple(getattr(ns, "tokenizer_metrics_allowed_custom_labels", None) or ())
+    header = getattr(ns, "tokenizer_metrics_custom_labels_header", None) or ""
+    if allowed and not header:
+        # validation_hook's check, the same words in 0.5.21 and 0.5.23.
+        raise ResolutionError(
+            "Please set --tokenizer-metrics-custom-labels-header when setting "
+            "--tokenizer-metrics-allowed-custom-labels."
+        )
     archs = architectures(ns.model_path)
     arch = archs[0] if archs else None
     warnings: list[str] = []
@@ -674,6 +686,8 @@ def resolve(contract: SGLangContract, ns: argparse.Namespace, argv: list[str]) -
         resolved=resolved,
         launch_command=" ".join(argv),
         warnings=tuple(warnings),
+        custom_labels=allowed,
+        custom_labels_header=header,
     )
 
 

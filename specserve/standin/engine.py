@@ -95,6 +95,8 @@ class Request:
     """False for health-check probes: upstream keeps them out of the request metrics."""
     stream: bool = False
     """Upstream's `is_streaming` label of the request metrics."""
+    custom_labels: dict[str, object] | None = None
+    """The allowed custom labels its header carried (upstream's GenerateReqInput.custom_labels)."""
     spec_verify_ct: int = 0
     """Verify passes the request took part in (upstream's req.spec_verify_ct)."""
     spec_num_correct_drafts: int = 0
@@ -361,7 +363,7 @@ class Engine:
             # Prefill yields each request's first token, as upstream's does.
             req.first_token_at = now
             if self.metrics is not None and req.log_metrics:
-                self.metrics.first_token(now - req.created, req.stream)
+                self.metrics.first_token(now - req.created, req.stream, req.custom_labels)
             self._emit(req, 1)
 
     def _decode(self) -> None:
@@ -402,7 +404,7 @@ class Engine:
             accepted += n
             emitted = self._emit(req, n)
             if self.metrics is not None and emitted and req.log_metrics:
-                self.metrics.inter_token(seconds * self.time_scale, emitted)
+                self.metrics.inter_token(seconds * self.time_scale, emitted, req.custom_labels)
         if self.metrics is not None:
             self.metrics.decode_pass(graph)
         self._win_seconds += seconds
@@ -527,5 +529,6 @@ class Engine:
                     time.monotonic() - req.created,
                     spec_verify_ct=req.spec_verify_ct,
                     stream=req.stream,
+                    custom=req.custom_labels,
                 )
         req.out.put(("done", reason))

@@ -67,6 +67,8 @@ class ServerState:
     models: dict[str, Any]
     content_factor_of: Any
     time_scale: float = 1.0
+    custom_labels: tuple[str, ...] = ()
+    custom_labels_header: str = ""
     phase: str = "starting"
     """starting -> up; up <-> unhealthy (health checks); any -> stopping."""
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -295,6 +297,10 @@ def make_handler(state: ServerState) -> type[BaseHTTPRequestHandler]:
             except api.BadRequest as exc:
                 self._json(400, api.error_body(str(exc), 400))
                 return
+            # Only the OpenAI routes read the header (serving_chat / serving_completions).
+            req.custom_labels = api.extract_custom_labels(
+                self.headers.get, state.custom_labels, state.custom_labels_header
+            )
             model = str(body.get("model") or state.model_name)
             if not self._submit(req):
                 return

@@ -31,7 +31,7 @@ ITL_BUCKETS = (
 class NativeMetrics:
     """One registry per server, so tests can run several stand-ins in one process."""
 
-    def __init__(self, model_name: str) -> None:
+    def __init__(self, model_name: str, custom_labels: tuple[str, ...] = ()) -> None:
         self.registry = CollectorRegistry()
         sched = {
             "model_name": model_name,
@@ -101,8 +101,11 @@ class NativeMetrics:
             0.0,
         )  # fmt: skip
 
-        # TokenizerManager.init_metric_collector_watchdog's labels (no priority scheduling).
+        # TokenizerManager.init_metric_collector_watchdog's labels (no priority scheduling),
+        # then each --tokenizer-metrics-allowed-custom-labels name at "" (0.5.23:
+        # tokenizer_metric_labels): a request without the label counts under "".
         tok = {"model_name": model_name, "engine_type": "unified"}
+        tok.update(dict.fromkeys(custom_labels, ""))
         tnames = list(tok)
         snames = [*tnames, "is_streaming"]
         self.prompt_tokens = Counter(
@@ -217,17 +220,26 @@ class NativeMetrics:
         mode = "decode_cuda_graph" if graph else "decode_none"
         self.cuda_graph_passes.labels(**self._sched, mode=mode).inc()
 
-    def _streaming(self, stream: bool) -> dict[str, str]:
-        return {**self._tok, "is_streaming": "true" if stream else "false"}
+    def _request(self, custom: dict[str, object] | None) -> dict[str, str]:
+        """collect_metrics' labels: the collector's, updated with the request's custom labels
+        (extract_custom_labels kept only allowed names; prometheus_client str()s each value)."""
+        return {**self._tok, **{k: str(v) for k, v in (custom or {}).items()}}
 
-    def first_token(self, seconds: float, stream: bool = False) -> None:
-        self.ttft.labels(**self._streaming(stream)).observe(seconds)
+    def _streaming(self, stream: bool, custom: dict[str, object] | None = None) -> dict[str, str]:
+        return {**self._request(custom), "is_streaming": "true" if stream else "false"}
 
-    def inter_token(self, interval: float, num_new_tokens: int) -> None:
+    def first_token(
+        self, seconds: float, stream: bool = False, custom: dict[str, object] | None = None
+    ) -> None:
+        self.ttft.labels(**self._streaming(stream, custom)).observe(seconds)
+
+    def inter_token(
+        self, interval: float, num_new_tokens: int, custom: dict[str, object] | None = None
+    ) -> None:
         """Upstream's observe_inter_token_latency: `interval` since the request's last output,
         which brought `num_new_tokens`; each token counts interval / num_new_tokens."""
         adjusted = interval / num_new_tokens
-        hist = self.itl.labels(**self._tok)
+        hist = self.itl.labels(**self._request(custom))
         # Upstream's own fast path, on the same prometheus_client internals: the sum grows by
         # the whole interval and one bucket by all the tokens.
         hist._sum.inc(interval)
@@ -243,14 +255,16 @@ class NativeMetrics:
         e2e: float,
         spec_verify_ct: int = 0,
         stream: bool = False,
+        custom: dict[str, object] | None = None,
     ) -> None:
-        t = self._streaming(stream)
+        t = self._streaming(stream, custom)
         self.prompt_tokens.labels(**t).inc(prompt_tokens)
         self.generation_tokens.labels(**t).inc(completion_tokens)
         if spec_verify_ct > 0:
-            self.spec_verify_calls.labels(**self._tok).inc(spec_verify_ct)
+            self.spec_verify_calls.labels(**self._request(custom)).inc(spec_verify_ct)
         self.num_requests.labels(**t).inc()
         self.e2e.labels(**t).observe(e2e)
 
     def aborted(self) -> None:
+        # Upstream passes the collector's own labels here ("TODO: also use custom_labels").
         self.num_aborted_requests.labels(**self._tok).inc()

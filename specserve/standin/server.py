@@ -224,7 +224,9 @@ def run(args: StandinArgs, knobs: Knobs, printer: LinePrinter, stop: threading.E
         return 0
     mismatch = drafter_mismatch(args)
     printer.log("Load weight end. type=StandinForCausalLM, dtype=none, avail mem=0.00 GB")
-    metrics = NativeMetrics(args.served_model_name) if args.enable_metrics else None
+    metrics = (
+        NativeMetrics(args.served_model_name, args.custom_labels) if args.enable_metrics else None
+    )
     engine = Engine(
         args, behaviour, printer, metrics, knobs.base_tps, knobs.time_scale, mismatch,
         verify_cap=knobs.verify_cap, looping=knobs.loops(args.resolved),
@@ -242,6 +244,8 @@ def run(args: StandinArgs, knobs: Knobs, printer: LinePrinter, stop: threading.E
         models=_models(args),
         content_factor_of=lambda text: behaviour.current()[0].content_factor(text),
         time_scale=knobs.time_scale,
+        custom_labels=args.custom_labels,
+        custom_labels_header=args.custom_labels_header,
     )
     try:
         httpd = make_server(args.host, args.port, state)

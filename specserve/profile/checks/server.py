@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from specserve.profile.checks.graphs import decode_graph_issues
+from specserve.profile.classlabel import label_name_problem
 from specserve.profile.flags import OWNED_FLAGS, arg_value, flag_spelling
 from specserve.profile.issues import Issue, error, warning
 from specserve.profile.model import Profile
@@ -161,4 +162,22 @@ def check_server(profile: Profile, contract: Contract) -> list[Issue]:
                 "set server.api_key: {file: ...} or {env: ...}, or bind to 127.0.0.1",
             )
         )
+    issues += _class_label_issues(profile)
     return issues
+
+
+def _class_label_issues(profile: Profile) -> list[Issue]:
+    label = profile.server.request_class_label
+    if label is None:
+        return []
+    problem = label_name_problem(label)
+    if problem is not None:
+        # SGLang would start, but its collector or Prometheus would refuse or overwrite it.
+        return [error("server.request_class_label", problem, "choose another name, e.g. "
+                      "workload_class")]
+    if not profile.server.enable_metrics:
+        return [warning("server.request_class_label",
+                        "the class label is only read by SGLang's tokenizer metrics, which "
+                        "server.enable_metrics: false turns off",
+                        "set enable_metrics: true, or request_class_label: null")]
+    return []
