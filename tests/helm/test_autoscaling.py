@@ -61,13 +61,22 @@ def test_the_keda_pin_is_the_one_in_versions_yaml() -> None:
     assert "apiVersion: autoscaling/v2" in text
 
 
-def test_off_by_default_the_deployment_keeps_its_count(rendered: dict[str, Rendered]) -> None:
+def test_only_the_autoscaling_ci_values_hand_the_count_over(
+    rendered: dict[str, Rendered],
+) -> None:
     for name, r in rendered.items():
-        assert not r.objects("ScaledObject") and not r.objects("HorizontalPodAutoscaler"), name
-        for workload in (*r.objects("Deployment"), *r.objects("LeaderWorkerSet")):
-            if workload["metadata"]["name"].endswith("-router"):
-                continue
-            assert "replicas" in workload["spec"], name
+        scaled = bool(r.objects("ScaledObject") or r.objects("HorizontalPodAutoscaler"))
+        assert scaled == (name == "autoscaling"), name
+        server = r.one("Deployment", "specserve")
+        assert ("replicas" in server["spec"]) != scaled, name
+    # ci/autoscaling-values.yaml: 2-6 replicas behind the router, a budget although it starts
+    # below 2 replicas' worth of values (replicaCount 1), and the record its trigger reads.
+    r = rendered["autoscaling"]
+    so = r.one("ScaledObject")
+    assert (so["spec"]["minReplicaCount"], so["spec"]["maxReplicaCount"]) == (2, 6)
+    assert r.one("PodDisruptionBudget", "specserve")["spec"]["maxUnavailable"] == 1
+    assert RECORD in _recorded(r)
+    assert r.one("Deployment", "specserve-router")
 
 
 def test_keda_scales_the_deployment_on_the_recorded_load(tools: Path, tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ MATRIX = [p.name.removesuffix("-values.yaml") for p in CI_VALUES]
 def test_matrix_covers_the_issue() -> None:
     assert set(MATRIX) == {
         "kimi-default", "small-model", "existing-pvc", "hostpath-cache", "download-job",
-        "monitoring-off", "replicas-router",
+        "monitoring-off", "replicas-router", "autoscaling",
     }  # fmt: skip
 
 
@@ -62,7 +62,7 @@ def test_crd_objects_are_checked_against_the_operator_schemas(
     rendered: dict[str, Rendered],
 ) -> None:
     kinds = {d["kind"] for r in rendered.values() for d in r.docs if k8s_schemas.is_crd(d)}
-    assert kinds == {"ServiceMonitor", "PodMonitor", "PrometheusRule"}
+    assert kinds == {"ServiceMonitor", "PodMonitor", "PrometheusRule", "ScaledObject"}
     bad = rendered["kimi-default"].one("ServiceMonitor")
     bad = {**bad, "spec": {**bad["spec"], "endpoints": [{"port": "metrics", "intervall": "15s"}]}}
     assert any("intervall" in e for e in k8s_schemas.errors(bad, "1.30"))
