@@ -91,6 +91,7 @@ PINS: tuple[Pin, ...] = (
     *_role("monitoring", "monitoring_prometheus_image", "upstream_images.prometheus"),
     *_role("monitoring", "monitoring_alertmanager_image", "upstream_images.alertmanager"),
     *_role("monitoring", "monitoring_grafana_image", "upstream_images.grafana"),
+    *_role("dcgm_exporter", "dcgm_exporter_image", "upstream_images.dcgm_exporter"),
     *_role("weights", "weights_hf_hub_version", "tools.huggingface_hub"),
     *_role("weights", "weights_hf_click_version", "tools.click"),
     # The example inventories set the image their hosts run.

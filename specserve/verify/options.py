@@ -75,7 +75,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("dcgm", "--dcgm", "",
            "the DCGM exporter's /metrics URL: refuse the node, before any request, when a "
            "GPU's last XID is a drain code, it counted uncorrectable ECC errors or a failed "
-           "row remap, or fewer GPUs report than the profile's gpu.count (empty: not checked)",
+           "row remap, or fewer GPUs report than the profile's gpu.count (empty: not checked; "
+           "the Ansible verify role then reads the node's own, where dcgm_exporter deploys one)",
            "verify_dcgm_url"),
 )
 BY_NAME: dict[str, Option] = {option.name: option for option in OPTIONS}

@@ -195,7 +195,7 @@ def foreign_references(role: Path) -> set[str]:
 def test_every_role_is_there() -> None:
     assert [r.name for r in ROLES] == sorted(
         ["specserve", "node", "preflight", "host", "weights", "server", "verify", "exporter",
-         "monitoring", "tune", "router"])
+         "monitoring", "tune", "router", "dcgm_exporter"])
 
 
 @pytest.mark.parametrize("role", ROLES, ids=[r.name for r in ROLES])

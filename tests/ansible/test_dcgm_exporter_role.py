@@ -1,0 +1,125 @@
+"""The dcgm_exporter role and its scrape job (issue 32 item 2), without a GPU.
+
+Real `ansible-playbook` runs of the shared role and dcgm_exporter: on the CPU stand-in's profile
+the role deploys nothing and says why; with a GPU profile and the preflight's GPU facts forced,
+a check-mode run renders the container the role would start, read back from the module's own
+arguments (the json callback): the pinned image, the counters file read-only, the listener on
+the loopback, every capability dropped, the GPUs through the NVIDIA runtime. The monitoring
+role's exported scrape config gains the dcgm-exporter job the GPU alerts select on a GPU profile,
+and has none on the stand-in's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from specserve.monitoring import dcgm
+from specserve.monitoring.rules import DCGM_JOB
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = ROOT / ".venv" / "bin"
+STANDIN = ROOT / "profiles" / "standin-cpu.yaml"
+KIMI = ROOT / "profiles" / "kimi-k2.5-int4-eagle3-8gpu.yaml"
+GPUS = [{"name": "NVIDIA H200", "memory_gib": 139.8, "driver_version": "570.124.06"}] * 8
+
+
+def _play(tmp: Path, roles: list[str], variables: dict[str, Any],
+          check: bool = False) -> dict[str, dict[str, Any]]:
+    """Run the roles on localhost; the result of each task by name (json callback)."""
+    play = tmp / "play.yml"
+    play.write_text(yaml.safe_dump([{
+        "name": "dcgm exporter", "hosts": "localhost", "connection": "local",
+        "gather_facts": False,
+        "tasks": [{"name": role, "ansible.builtin.import_role": {"name": role}} for role in roles],
+    }]), encoding="utf-8")
+    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="json", ANSIBLE_NOCOLOR="1")
+    argv = [str(BIN / "ansible-playbook"), str(play), "-i", "localhost,",
+            "-e", json.dumps({"ansible_python_interpreter": str(BIN / "python"), **variables})]
+    done = subprocess.run(argv + (["--check"] if check else []), cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    # The profile_tasks callback prints its timings around the json document.
+    report, _end = json.JSONDecoder().raw_decode(done.stdout[done.stdout.index("{"):])
+    # Task names as the callback gives them: "role : name".
+    return {task["task"]["name"].split(" : ", 1)[-1]: task["hosts"]["localhost"]
+            for play_ in report["plays"] for task in play_["tasks"]}
+
+
+def _scrape_jobs(path: Path) -> dict[str, list[str]]:
+    config = yaml.safe_load(path.read_text(encoding="utf-8"))
+    return {job["job_name"]: [t for sc in job["static_configs"] for t in sc["targets"]]
+            for job in config["scrape_configs"]}  # fmt: skip
+
+
+def _export(tmp: Path, profile: Path) -> dict[str, dict[str, Any]]:
+    return _play(tmp, ["specserve", "dcgm_exporter", "monitoring"], {
+        "specserve_profile": str(profile), "monitoring_enabled": False,
+        "monitoring_export_dir": str(tmp / "export"),
+        "monitoring_source_dir": str(ROOT / "monitoring"),
+        "dcgm_exporter_config_dir": str(tmp / "dcgm"),
+    })
+
+
+def test_a_cpu_node_gets_a_message_and_no_scrape_job(tmp_path: Path) -> None:
+    tasks = _export(tmp_path, STANDIN)
+    skip = tasks["DCGM exporter | not on this node"]
+    assert skip["msg"] == ("localhost: the DCGM exporter is not deployed: profile standin-cpu "
+                           "asks for 0 GPUs (CPU node).")
+    assert tasks["DCGM exporter | container"].get("skipped") is True
+    assert not (tmp_path / "dcgm").exists()
+    assert DCGM_JOB not in _scrape_jobs(tmp_path / "export" / "scrape-config.yml")
+
+
+# The docker modules ask the engine (the image is looked up even in check mode); nothing is run.
+@pytest.mark.docker
+def test_a_gpu_node_renders_the_pinned_exporter_least_privileged(tmp_path: Path) -> None:
+    tasks = _play(tmp_path, ["specserve", "dcgm_exporter"], {
+        "specserve_profile": str(KIMI), "dcgm_exporter_gpus": GPUS,
+        "dcgm_exporter_config_dir": str(tmp_path / "dcgm"),
+    }, check=True)
+    assert tasks["DCGM exporter | not on this node"].get("skipped") is True
+    container = tasks["DCGM exporter | container"]
+    assert container["changed"] is True
+    args = container["invocation"]["module_args"]
+    pins = yaml.safe_load((ROOT / "versions.yaml").read_text(encoding="utf-8"))
+    image = pins["upstream_images"]["dcgm_exporter"]
+    assert args["image"] == f"{image['repository']}:{image['tag']}"
+    assert args["command"] == ["--collectors=/etc/specserve-dcgm/specserve-counters.csv",
+                               "--address=127.0.0.1:9400"]
+    assert args["volumes"] == [f"{tmp_path / 'dcgm'}:/etc/specserve-dcgm:ro"]
+    assert args["network_mode"] == "host"
+    assert args["cap_drop"] == ["ALL"] and args["capabilities"] == []
+    assert args["security_opts"] == ["no-new-privileges"]
+    assert args["device_requests"][0]["driver"] == "nvidia"
+    assert args["device_requests"][0]["count"] == -1
+    # The counters file it would install is the generated one (check mode writes nothing).
+    copied = tasks["DCGM exporter | the counters file it collects"]
+    assert copied["changed"] is True and not (tmp_path / "dcgm").exists()
+    role_file = ROOT / "ansible/roles/dcgm_exporter/files/specserve-counters.csv"
+    assert role_file.read_text(encoding="utf-8") == dcgm.deployed_counters()
+
+
+def test_a_gpu_profile_scrapes_the_exporter_as_the_alerts_job(tmp_path: Path) -> None:
+    # Export mode (the files for a Prometheus of one's own) renders the scrape config only.
+    tasks = _play(tmp_path, ["specserve", "monitoring"], {
+        "specserve_profile": str(KIMI), "monitoring_enabled": False,
+        "monitoring_export_dir": str(tmp_path / "export"),
+        "monitoring_source_dir": str(ROOT / "monitoring"),
+    })
+    assert tasks, "no task ran"
+    jobs = _scrape_jobs(tmp_path / "export" / "scrape-config.yml")
+    assert jobs[DCGM_JOB] == ["127.0.0.1:9400"]
+    off = _play(tmp_path, ["specserve", "monitoring"], {
+        "specserve_profile": str(KIMI), "monitoring_enabled": False,
+        "specserve_dcgm_exporter_enabled": False,
+        "monitoring_export_dir": str(tmp_path / "export-off"),
+        "monitoring_source_dir": str(ROOT / "monitoring"),
+    })
+    assert off and DCGM_JOB not in _scrape_jobs(tmp_path / "export-off" / "scrape-config.yml")
