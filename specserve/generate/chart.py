@@ -81,6 +81,10 @@ def values_schema(read_source: ReadSource) -> str:
     for key in ("$schema", "$id"):
         profile.pop(key, None)
     schema["$defs"]["profile"] = profile
+    # Imported here like the profile library below: the chart's other files need neither.
+    from specserve.monitoring.helm import slo_values_schema
+
+    schema["properties"]["prometheusRule"]["properties"]["slos"] = slo_values_schema()
     # Empty selects the chart's default profile; anything else must be a whole, valid profile.
     schema["properties"]["profile"] = {
         "description": "The deployment profile (docs/profile.md), checked against the same JSON "

@@ -10,7 +10,12 @@ from typing import Any
 from specserve.monitoring.dashboard import dashboard_json
 from specserve.monitoring.grafana_alerting import grafana_alert_rules
 from specserve.monitoring.helm import helm_template, helm_values_text
-from specserve.monitoring.overrides import OverridesError, load_overrides_file, resolve_settings
+from specserve.monitoring.overrides import (
+    OverridesError,
+    load_overrides_document,
+    load_overrides_file,
+    resolve_settings,
+)
 from specserve.monitoring.prometheus import render_rules
 from specserve.monitoring.rules import DEFAULT_RUNBOOK_BASE_URL
 from specserve.monitoring.yamlio import dump_yaml
@@ -22,6 +27,17 @@ def _overrides(path: Path | None) -> tuple[dict[str, Any], str]:
     if path is None:
         return {}, DEFAULT_RUNBOOK_BASE_URL
     return load_overrides_file(path)
+
+
+def load_slos(path: Path | None) -> dict[str, Any]:
+    """The SLO settings of an overrides file; {} (the defaults) on none or an invalid file,
+    whose problems _render reports."""
+    if path is None:
+        return {}
+    try:
+        return load_overrides_document(path)[2]
+    except OverridesError:
+        return {}
 
 
 def _emit(text: str, out: Path | None) -> None:
@@ -64,7 +80,8 @@ def _handle(args: argparse.Namespace) -> int:
     if command == "dashboard":
         return _dashboard(args)
     if command == "render":
-        return _render(args, render_rules)
+        slos = load_slos(args.overrides)
+        return _render(args, lambda overrides, base_url: render_rules(overrides, base_url, slos))
     if command == "grafana-alerts":
         return _render(args, grafana_alert_rules)
     if command == "helm-template":

@@ -142,7 +142,7 @@ class AlertSettings:
 
 def default_settings(alert: Alert) -> AlertSettings:
     return AlertSettings(
-        enabled=True,
+        enabled=alert.enabled_by_default,
         for_=alert.for_,
         thresholds={item.name: item.default for item in alert.thresholds},
         window=alert.window,

@@ -10,12 +10,13 @@ import difflib
 import math
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from specserve.monitoring.expansion import AlertSettings, default_settings
+from specserve.monitoring.expansion import AlertSettings, default_settings, format_number
 from specserve.monitoring.rules import (
     ALERTS,
     ALERTS_BY_NAME,
@@ -23,13 +24,20 @@ from specserve.monitoring.rules import (
     Alert,
     Threshold,
 )
+from specserve.monitoring.slo import (
+    OBJECTIVES,
+    OBJECTIVES_BY_NAME,
+    SETTING_KEYS,
+    SLO_WINDOWS,
+    Objective,
+)
 
 # Prometheus' duration syntax (model.ParseDuration): units largest first, each at most once.
 DURATION_RE = re.compile(r"^((\d+)y)?((\d+)w)?((\d+)d)?((\d+)h)?((\d+)m)?((\d+)s)?((\d+)ms)?$")
 LABEL_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 METRIC_NAME_RE = re.compile(r"^[A-Za-z_:][A-Za-z0-9_:]*$")
 _ALERT_KEYS = ("enabled", "for", "window", "thresholds")
-_FILE_KEYS = ("runbook_base_url", "alerts")
+_FILE_KEYS = ("runbook_base_url", "alerts", "slos")
 
 
 class OverridesError(ValueError):
@@ -169,7 +177,7 @@ def resolve_settings(overrides: Mapping[str, Any]) -> dict[str, AlertSettings]:
         for key, value in raw.get("thresholds", {}).items():
             thresholds[key] = float(value) if alert.threshold(key).kind == "number" else value
         settings[alert.name] = AlertSettings(
-            enabled=raw.get("enabled", True),
+            enabled=raw.get("enabled", base.enabled),
             for_=raw.get("for", base.for_),
             thresholds=thresholds,
             window=raw.get("window", base.window),
@@ -177,11 +185,115 @@ def resolve_settings(overrides: Mapping[str, Any]) -> dict[str, AlertSettings]:
     return settings
 
 
-def load_overrides_file(path: Path) -> tuple[dict[str, Any], str]:
-    """Read an overrides YAML file: `{runbook_base_url: str, alerts: {name: {...}}}`.
+# --- SLO settings (`slos:`; specserve.monitoring.slo) ----------------------------------------
 
-    Returns (alert overrides, runbook base URL); raises OverridesError naming every problem.
+
+@dataclass(frozen=True)
+class SloSettings:
+    enabled: bool
+    target: float
+    period: str
+    threshold_seconds: float | None
+
+    def text(self, key: str) -> str:
+        if key == "period":
+            return self.period
+        value = self.target if key == "target" else self.threshold_seconds
+        if value is None:
+            raise KeyError(f"no setting {key!r}")
+        return format_number(value)
+
+
+def default_slo_settings(objective: Objective) -> SloSettings:
+    return SloSettings(True, objective.target, objective.period, objective.threshold_seconds)
+
+
+def _check_slo(name: str, objective: Objective, raw: object, problems: list[str]) -> None:
+    where = f"slos.{name}"
+    if not isinstance(raw, Mapping):
+        problems.append(f"{where}: expected a mapping with {', '.join(SETTING_KEYS)}, got {raw!r}")
+        return
+    keys = SETTING_KEYS if objective.histogram else SETTING_KEYS[:3]
+    for key in raw:
+        if key not in keys:
+            close = difflib.get_close_matches(str(key), keys, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            problems.append(f"{where}: unknown key {key!r}; {hint}valid: {', '.join(keys)}")
+    if "enabled" in raw and not isinstance(raw["enabled"], bool):
+        problems.append(f"{where}.enabled: expected true or false, got {raw['enabled']!r}")
+    if "target" in raw:
+        target = raw["target"]
+        if (isinstance(target, bool) or not isinstance(target, int | float)
+                or not math.isfinite(target) or not 0 < target < 1):
+            problems.append(
+                f"{where}.target: expected a share strictly between 0 and 1 (0.99 = 99% good), "
+                f"got {target!r}"
+            )
+    if "period" in raw and (not is_window(raw["period"]) or raw["period"] in SLO_WINDOWS):
+        problems.append(f"{where}.period: {raw['period']!r} is not a Prometheus duration above "
+                        f"zero other than the alert windows ({', '.join(SLO_WINDOWS)}); use "
+                        "e.g. '28d', '30d'")
+    if "threshold_seconds" in raw and objective.histogram:
+        value = raw["threshold_seconds"]
+        if isinstance(value, bool) or not isinstance(value, int | float) or not any(
+            math.isclose(value, bound) for bound in objective.buckets
+        ):
+            bounds = ", ".join(f"{b:g}" for b in objective.buckets)
+            problems.append(
+                f"{where}.threshold_seconds: {value!r} is not a bound of SGLang's "
+                f"{objective.histogram} buckets, so it cannot be counted exactly; choose "
+                f"one of {bounds}"
+            )
+
+
+def validate_slos(raw: object) -> list[str]:
+    """Problems in a `{objective: {...}}` mapping; empty when it is valid."""
+    if not isinstance(raw, Mapping):
+        return [f"slos: expected a mapping of objective names, got {raw!r}"]
+    problems: list[str] = []
+    names = list(OBJECTIVES_BY_NAME)
+    for name, value in raw.items():
+        if name not in OBJECTIVES_BY_NAME:
+            close = difflib.get_close_matches(str(name), names, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            problems.append(f"slos: unknown objective {name!r}; {hint}valid: {', '.join(names)}")
+            continue
+        _check_slo(name, OBJECTIVES_BY_NAME[name], value, problems)
+    return problems
+
+
+def resolve_slos(raw: Mapping[str, Any] | None) -> dict[str, SloSettings]:
+    """Every objective's effective settings; raises OverridesError listing all problems."""
+    raw = raw or {}
+    problems = validate_slos(raw)
+    if problems:
+        raise OverridesError(problems)
+    settings: dict[str, SloSettings] = {}
+    for objective in OBJECTIVES:
+        base = default_slo_settings(objective)
+        given = raw.get(objective.name, {})
+        threshold = given.get("threshold_seconds", base.threshold_seconds)
+        settings[objective.name] = SloSettings(
+            enabled=given.get("enabled", True),
+            target=float(given.get("target", base.target)),
+            period=given.get("period", base.period),
+            threshold_seconds=None if threshold is None else float(threshold),
+        )
+    return settings
+
+
+def load_overrides_file(path: Path) -> tuple[dict[str, Any], str]:
+    """Read an overrides YAML file: `{runbook_base_url: str, alerts: {name: {...}}, slos: {...}}`.
+
+    Returns (alert overrides, runbook base URL); raises OverridesError naming every problem,
+    the SLO settings' included (load_overrides_document returns them too).
     """
+    alerts, base_url, _ = load_overrides_document(path)
+    return alerts, base_url
+
+
+def load_overrides_document(path: Path) -> tuple[dict[str, Any], str, dict[str, Any]]:
+    """(alert overrides, runbook base URL, SLO settings) of an overrides YAML file."""
     try:
         document = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as err:
@@ -206,6 +318,8 @@ def load_overrides_file(path: Path) -> tuple[dict[str, Any], str]:
         )
     alerts = document.get("alerts", {}) or {}
     problems.extend(f"{path}: {problem}" for problem in validate_overrides(alerts))
+    slos = document.get("slos", {}) or {}
+    problems.extend(f"{path}: {problem}" for problem in validate_slos(slos))
     if problems:
         raise OverridesError(problems)
-    return dict(alerts), base_url
+    return dict(alerts), base_url, dict(slos)

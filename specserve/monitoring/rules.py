@@ -29,6 +29,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
+from specserve.bench.settings import BUILTIN_CLASSES
 from specserve.monitoring.metrics import (
     DCGM_ECC_DBE_VOLATILE,
     DCGM_GPU_TEMP,
@@ -56,6 +57,8 @@ from specserve.monitoring.metrics import (
     UP,
     router_worker_state,
 )
+from specserve.monitoring.slo import burn_expr
+from specserve.profile.classlabel import RULES_CLASS_LABEL
 from specserve_exporter.names import (
     BASELINE_GEN_THROUGHPUT,
     DECODE_ACCEPT_LENGTH,
@@ -129,6 +132,13 @@ class Alert:
     query_thresholds: tuple[Threshold, ...] = field(default_factory=tuple)
     # Default rate window; None for alerts that read gauges or `up` directly (no rate).
     window: str | None = None
+    # False for alerts kept only as explicit options (the fixed p99 latency thresholds, which
+    # the SLO burn-rate alerts replace): off unless an override enables them.
+    enabled_by_default: bool = True
+    # True for alerts that read the SLO group's records by name (their windows are fixed and
+    # their settings are the objectives'): Grafana-managed rules, which inline recording rules
+    # to run without the rule file, leave them out (docs/slo.md).
+    needs_slo_records: bool = False
 
     @property
     def runbook_slug(self) -> str:
@@ -282,12 +292,18 @@ RECORDING_RULES: tuple[RecordingRule, ...] = (
 )
 
 
-def _per_server(counter: str, per_request: str = "is_streaming, priority") -> str:
+# The labels of SGLang's tokenizer counters that are per request, summed away for a server's
+# figure: the request class too (server.request_class_label; the per-class records below keep it).
+_PER_REQUEST = f"is_streaming, priority, {RULES_CLASS_LABEL}"
+_PER_REQUEST_UNSTREAMED = f"priority, {RULES_CLASS_LABEL}"
+
+
+def _per_server(counter: str, per_request: str = _PER_REQUEST) -> str:
     return f"sum without ({per_request}) (rate({counter}[[[window]]]))"
 
 
 _REQUESTS = _per_server(SGLANG_REQUESTS)
-_VERIFY_CALLS = _per_server(SGLANG_SPEC_VERIFY_CALLS, "priority")
+_VERIFY_CALLS = _per_server(SGLANG_SPEC_VERIFY_CALLS, _PER_REQUEST_UNSTREAMED)
 # Every TP rank (and PP stage) of a DP group retracts the same requests and counts them under
 # its own tp_rank: one rank's count per DP group, the DP groups summed.
 _RETRACTIONS = (
@@ -389,13 +405,13 @@ RECORDING_RULES += (
     ),
     RecordingRule(
         family=TTFT_P99,
-        expr=_p99(SGLANG_TIME_TO_FIRST_TOKEN, "is_streaming, priority"),
+        expr=_p99(SGLANG_TIME_TO_FIRST_TOKEN, _PER_REQUEST),
         help="p99 time to first token (s) of the requests in the window, streaming and not, "
         "from SGLang's histogram; absent while no first token was produced.",
     ),
     RecordingRule(
         family=ITL_P99,
-        expr=_p99(SGLANG_INTER_TOKEN_LATENCY, "priority"),
+        expr=_p99(SGLANG_INTER_TOKEN_LATENCY, _PER_REQUEST_UNSTREAMED),
         help="p99 inter-token latency (s) of the tokens in the window (upstream observes each "
         "output's interval divided by its new tokens), from SGLang's histogram; absent while "
         "no token was produced after a first.",
@@ -776,6 +792,7 @@ ALERTS: tuple[Alert, ...] = (
 )
 
 # --- native speculative metrics and latency SLOs (issue 18 items 3 and 5) ---------------------
+# The two fixed p99 thresholds are opt-in only: the SLO burn-rate alerts below replace them.
 # The log-derived mean per match_on group, or 0 where the exporter read no line at all in the
 # window while SGLang reports native data (the log is lost); absent where lines were read but
 # none was a decode line yet (a server just started, a few short requests: SGLang prints one
@@ -855,6 +872,7 @@ ALERTS += (
     Alert(
         name="SpecServeTimeToFirstTokenHigh",
         severity="warning",
+        enabled_by_default=False,
         for_="10m",
         window="5m",
         value_expr=f"[[rule:{TTFT_P99}]]",
@@ -879,6 +897,7 @@ ALERTS += (
     Alert(
         name="SpecServeInterTokenLatencyHigh",
         severity="warning",
+        enabled_by_default=False,
         for_="10m",
         window="5m",
         value_expr=f"[[rule:{ITL_P99}]]",
@@ -1353,6 +1372,147 @@ ALERTS += (
         ),
         meaning="NVLink flit/data CRC, replay and recovery error counters grow: a degraded "
         "link, a badly seated GPU or an NVSwitch fault.",
+    ),
+)
+
+# --- SLO burn rates (issue 32 item 1) --------------------------------------------------------
+# The objectives, their recording rules and the workbook's window pairs are specserve.monitoring
+# .slo's; these two alerts read its records by name (the windows are the pairs', fixed), per
+# replica and per fleet. The burn rate is the error ratio over the budget (1 - target).
+_BURN_MEANING = (
+    "An objective (label slo: ttft, itl, availability; docs/slo.md) spends its error budget "
+    "faster than the workbook's rate over both windows of a pair, per replica (instance) or "
+    "for the whole fleet (no instance). Reads the slo:/fleet_slo: recording rules of the SLO "
+    "group, which the objectives' settings (`slos:` in the overrides file, "
+    "prometheusRule.slos in the chart) shape."
+)
+ALERTS += (
+    Alert(
+        name="SpecServeErrorBudgetBurn",
+        severity="critical",
+        for_="2m",
+        value_expr=burn_expr("critical"),
+        comparison=">",
+        compare_to=0.0,
+        needs_slo_records=True,
+        summary="An SLO is burning its error budget fast",
+        description=(
+            "The {{ $labels.slo }} objective on {{ with $labels.instance }}{{ . }}{{ else }}the "
+            "fleet {{ $labels.job }}{{ end }} burns its error budget "
+            "{{ $value | printf \"%.1f\" }} "
+            "times as fast as the objective allows (paged at 14.4x over 1h and 5m: 2% of a 30-day "
+            "budget an hour; or 6x over 6h and 30m). At this rate the budget is gone in days."
+        ),
+        meaning=_BURN_MEANING + " Fast burn: 14.4x over 1h and 5m, or 6x over 6h and 30m: page.",
+    ),
+    Alert(
+        name="SpecServeErrorBudgetBurnSlow",
+        severity="warning",
+        for_="15m",
+        value_expr=burn_expr("warning"),
+        comparison=">",
+        compare_to=0.0,
+        needs_slo_records=True,
+        summary="An SLO is spending its error budget faster than it lasts",
+        description=(
+            "The {{ $labels.slo }} objective on {{ with $labels.instance }}{{ . }}{{ else }}the "
+            "fleet {{ $labels.job }}{{ end }} burns its error budget "
+            "{{ $value | printf \"%.2f\" }} "
+            "times as fast as the objective allows over 3d (and still over 6h): the budget will "
+            "not last the SLO window. A ticket, not a page."
+        ),
+        meaning=_BURN_MEANING + " Slow burn: above 1x over 3d and 6h: ticket.",
+    ),
+)
+
+# --- accept length per request class (issue 31 item 2, docs/bench.md) ------------------------
+# With server.request_class_label, SGLang puts each OpenAI request's class (its x-custom-labels
+# header) on its tokenizer counters; a request without one counts under "". Any client may send
+# any value, so only the bench's classes keep their name and every other non-empty value is
+# summed into "other": the records stay within len(BUILTIN_CLASSES) + 1 series a server.
+# Unlabelled requests ("", which is also how a server without the label reads) are no class and
+# are left out, so a server without labelled traffic records nothing here.
+# Retractions carry no custom label (the scheduler counts them): a retracted request's
+# re-prefill token is in its class's generated tokens, so the per-class value can read up to one
+# token a retraction high, where the server-wide one subtracts them.
+CLASS_LABEL = RULES_CLASS_LABEL
+assert all(re.fullmatch(r"[a-z][a-z-]*", kind) for kind in BUILTIN_CLASSES)  # no regex escapes
+CLASS_VALUES = "|".join(BUILTIN_CLASSES)
+CLASS_OTHER = "other"
+CLASS_ACCEPT_LENGTH = "instance_class:sglang_spec_accept_length:ratio_rate"
+
+
+def _per_class(counter: str, per_request: str = "is_streaming, priority") -> str:
+    """The counter's rate per server and bounded class: known values by name, the other
+    non-empty ones summed as one (`|` in the regex: the empty value is no class)."""
+    return (
+        "(\n"
+        f"  sum without ({per_request}) "
+        f'(rate({counter}{{{CLASS_LABEL}=~"{CLASS_VALUES}"}}[[[window]]]))\n'
+        "  or\n"
+        f'  label_replace(sum without ({per_request}, {CLASS_LABEL}) '
+        f'(rate({counter}{{{CLASS_LABEL}!~"{CLASS_VALUES}|"}}[[[window]]])), '
+        f'"{CLASS_LABEL}", "{CLASS_OTHER}", "", "")\n'
+        ")"
+    )
+
+
+_CLASS_REQUESTS = _per_class(SGLANG_REQUESTS)
+_CLASS_VERIFY_CALLS = _per_class(SGLANG_SPEC_VERIFY_CALLS, "priority")
+
+RECORDING_RULES += (
+    RecordingRule(
+        family=CLASS_ACCEPT_LENGTH,
+        expr=(
+            "(\n"
+            f"  {_per_class(SGLANG_GENERATION_TOKENS).replace(chr(10), chr(10) + '  ')}\n"
+            f"  - {_CLASS_REQUESTS.replace(chr(10), chr(10) + '  ')}\n"
+            ")\n"
+            "/\n"
+            f"({_CLASS_VERIFY_CALLS} > 0)"
+        ),
+        help=f"The native accept length per request class (SGLang's custom label "
+        f"{CLASS_LABEL}, server.request_class_label): the tokens the verify passes added to the "
+        "replies of the class's requests finished in the window over their verify calls. "
+        f"Classes {', '.join(BUILTIN_CLASSES)} by name, any other value as {CLASS_OTHER}, "
+        "unlabelled requests left out; absent without labelled requests, without "
+        "speculation, or while no request of a class finished.",
+    ),
+)
+
+_ACCEPT_FLOOR = next(a for a in ALERTS if a.name == "SpecDecodeAcceptLengthLow").compare_to
+ALERTS += (
+    Alert(
+        name="SpecDecodeClassAcceptLengthLow",
+        severity="warning",
+        for_="15m",
+        window="5m",
+        # The class's value only where its requests averaged enough verify passes to speak for
+        # the drafter (MIN_VERIFY_PER_REQUEST), and only while the server's own mean clears
+        # the floor: a server-wide low is SpecDecodeAcceptLengthLow's.
+        value_expr=(
+            f"[[rule:{CLASS_ACCEPT_LENGTH}]]\n"
+            "and\n"
+            f"({_CLASS_VERIFY_CALLS}\n/\n({_CLASS_REQUESTS} > 0) >= {MIN_VERIFY_PER_REQUEST})\n"
+            f"and ignoring ({CLASS_LABEL})\n"
+            f"([[rule:{NATIVE_ACCEPT_LENGTH}]] >= [[floor]])"
+        ),
+        comparison="<",
+        compare_to=_ACCEPT_FLOOR,
+        summary="One request class accepts too few drafts while the server's mean is fine",
+        description=(
+            f"Requests of class {{{{ $labels.{CLASS_LABEL} }}}} on {{{{ $labels.instance }}}} "
+            'accept {{ $value | printf "%.3f" }} tokens per verify pass over [[window]], below '
+            "the floor of [[floor]], while the server's mean is above it: the drafter does not "
+            "fit this class (code, another language, long context), and the mean hides it. "
+            "Route the class to a server without speculation or with a drafter trained on it, "
+            "or lower the draft tokens for it."
+        ),
+        meaning="The native accept length of one request class (SGLang's custom label "
+        f"`{CLASS_LABEL}`, sent by clients in `x-custom-labels`) is below the accept-length "
+        "floor while the server-wide native mean is at or above it: a workload the drafter "
+        "does not fit, hidden in the mean. Needs `server.request_class_label` and labelled "
+        f"clients; unknown class values count as `{CLASS_OTHER}`.",
     ),
 )
 

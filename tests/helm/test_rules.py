@@ -29,7 +29,8 @@ def rules_file(render: Rendered, tmp_path: Path) -> Path:
 
 
 def run(*argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=120, check=False)
+    # 300: `promtool test rules` over every scenario evaluates the SLO group at each step too.
+    return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=300, check=False)
 
 
 @pytest.mark.parametrize("name", ["kimi-default", "replicas-router"])

@@ -27,10 +27,11 @@ from specserve.monitoring.expansion import (
     default_settings,
 )
 from specserve.monitoring.overrides import resolve_settings
-from specserve.monitoring.prometheus import render_rules
+from specserve.monitoring.prometheus import ALERT_GROUP, RECORDING_GROUP, SLO_GROUP, render_rules
 from specserve.monitoring.rules import (
     ACCEPT_LENGTH_MEAN,
     ALERTS_BY_NAME,
+    CLASS_ACCEPT_LENGTH,
     DECODE_LINE_RATE,
     DEFAULT_RUNBOOK_BASE_URL,
     FLEET_DECODE_TOKENS,
@@ -134,6 +135,11 @@ def _render_annotations(
     rendered = alert_annotations(alert, settings.threshold_text, DEFAULT_RUNBOOK_BASE_URL)
 
     def fill(text: str) -> str:
+        # `{{ with $labels.x }}{{ . }}{{ else }}...{{ end }}`: the label, or the else branch.
+        text = re.sub(
+            r"\{\{ with \$labels\.(\w+) \}\}\{\{ \. \}\}\{\{ else \}\}(.*?)\{\{ end \}\}",
+            lambda m: firing.labels.get(m.group(1)) or m.group(2), text,
+        )
         text = re.sub(
             r"\{\{ \$labels\.(\w+) \}\}", lambda m: firing.labels.get(m.group(1), ""), text
         )
@@ -198,12 +204,16 @@ def _file(
     rule_files: list[str],
     overrides: Mapping[str, Any] | None = None,
     evaluation_interval: str = "1m",
+    group_eval_order: list[str] | None = None,
 ) -> dict[str, Any]:
-    return {
+    document: dict[str, Any] = {
         "rule_files": rule_files,
         "evaluation_interval": evaluation_interval,
-        "tests": [_group(case, overrides) for case in cases],
     }
+    if group_eval_order:
+        document["group_eval_order"] = group_eval_order
+    document["tests"] = [_group(case, overrides) for case in cases]
+    return document
 
 
 def _at(family: str, window: str = RECORDING_WINDOW) -> str:
@@ -1601,6 +1611,8 @@ def _grafana_equivalence_cases() -> list[Case]:
     cases: list[Case] = []
     for name, alert_cases in CASES.items():
         alert = ALERTS_BY_NAME[name]
+        if alert.needs_slo_records:
+            continue  # not a Grafana-managed rule (grafana_alerting leaves it out)
         settings = default_settings(alert)
         for case in alert_cases:
             firing = next((c for c in case.checks if c.alert == name and c.firing), None)
@@ -1703,11 +1715,43 @@ def window_override_files() -> dict[str, dict[str, Any]]:
     }
 
 
+# promtool evaluates a file's groups in no fixed order unless told: the burn-rate alerts read the
+# SLO group's records of the same evaluation (at a 10m step a record one step old is stale).
+SLO_EVAL_ORDER = [RECORDING_GROUP, SLO_GROUP, ALERT_GROUP]
+
+# Alerts whose cases span days of input: evaluated at their cases' sample step, so promtool does
+# not evaluate every rule each minute of them (the slow burn's `for: 15m` still holds at 10m).
+EVALUATION_INTERVALS: dict[str, str] = {"SpecServeErrorBudgetBurnSlow": "10m"}
+
+# The opt-in alerts (off by default: the fixed p99 latency thresholds) are tested on a rule file
+# rendered with them switched on.
+OPT_IN_DIR = "opt-in"
+OPT_IN_OVERRIDES: dict[str, Any] = {
+    alert.name: {"enabled": True} for alert in ALERTS_BY_NAME.values()
+    if not alert.enabled_by_default
+}
+
+
+def opt_in_files() -> dict[str, dict[str, Any]]:
+    """File name (under the promtool tests' opt-in/) -> YAML document."""
+    files: dict[str, dict[str, Any]] = {"specserve-rules.yml": render_rules(OPT_IN_OVERRIDES)}
+    for name in OPT_IN_OVERRIDES:
+        files[f"{ALERTS_BY_NAME[name].runbook_slug}.yml"] = _file(
+            CASES[name], ["specserve-rules.yml"], OPT_IN_OVERRIDES
+        )
+    return files
+
+
 def promtool_test_files() -> dict[str, dict[str, Any]]:
     """File name (in the promtool tests' directory) -> promtool test document."""
     files: dict[str, dict[str, Any]] = {}
     for name, cases in CASES.items():
-        files[f"{ALERTS_BY_NAME[name].runbook_slug}.yml"] = _file(cases, [RULE_FILE])
+        if ALERTS_BY_NAME[name].enabled_by_default:
+            alert = ALERTS_BY_NAME[name]
+            files[f"{alert.runbook_slug}.yml"] = _file(
+                cases, [RULE_FILE], evaluation_interval=EVALUATION_INTERVALS.get(name, "1m"),
+                group_eval_order=SLO_EVAL_ORDER if alert.needs_slo_records else None,
+            )
     files["recording-rules.yml"] = _file(RECORDING_CASES, [RULE_FILE])
     files["grafana-equivalence.yml"] = {
         "rule_files": [],
@@ -1794,5 +1838,201 @@ RECORDING_CASES.append(
             (_rounded(_at(FLEET_REPLICA_LOAD)), "45m", (({}, 3.6),)),
             (_rounded(_at(FLEET_REPLICA_LOAD)), "15m", (({}, 1.25),)),
         ),
+    )
+)
+
+
+# --- SLO burn rates (issue 32 item 1) ---------------------------------------------------------
+# The workbook's pairs over the objectives' records (specserve.monitoring.slo): TTFT target 0.95
+# (budget 0.05; good = the le="2" bucket), availability 0.99 (budget 0.01; bad = 5xx). The
+# checks avoid the minutes where Prometheus 2's closed and 3's left-open ranges disagree (one
+# sample at the window's start); the SLO group is evaluated before the alerts (SLO_EVAL_ORDER).
+# TTFT, 10 requests a minute: 60 minutes under 1 s, 90 at 4 s
+# (all bad), then under 1 s again. The 6h/30m pair holds from minute 86 (6h: 26 bad of 86 > 30%
+# of the budget's 6x; 1h: 26 of 60, not 14.4x yet), so `for: 2m` pages by 88: at 90 the 6h burn
+# is (30/90)/0.05 = 6.7; at 130 the last hour is all bad, 20x on the 1h/5m
+# pair. Once good again (from 151) the 30m window holds more than 30% bad through minute 170
+# (the workbook's short window: the page resolves minutes after the burn stops): silent at 185.
+SLO_TTFT = {**S1, "slo": "ttft"}
+SLO_TTFT_FLEET = {k: v for k, v in SLO_TTFT.items() if k != "instance"}
+ROUTER = "smg_router_upstream_responses_total"
+ROUTER_LABELS = {"job": "specserve-router", "instance": "router:29000", "router_type": "regular"}
+SLO_AVAILABILITY_FLEET = {"job": "specserve-router", "router_type": "regular",
+                          "slo": "availability"}
+
+
+def _responses(*phases: tuple[float, int]) -> dict[str, str]:
+    """The router's 200 and 503 counters: 100 responses a minute, each phase's share of 503."""
+    def labels(status: str) -> str:
+        return ",".join(f'{k}="{v}"' for k, v in {**ROUTER_LABELS, "status_code": status,
+                                                   "error_code": ""}.items())
+
+    return {
+        f"{ROUTER}{{{labels('200')}}}": counter(*((100 * (1 - bad), m) for bad, m in phases)),
+        f"{ROUTER}{{{labels('503')}}}": counter(*((100 * bad, m) for bad, m in phases)),
+    }
+
+
+def _mixed_histogram(name: str, *phases: tuple[float, float, int]) -> dict[str, str]:
+    """Per phase (good, bad, minutes): `good` observations a step in the 1 s bucket, `bad` in
+    the 4 s one; the bounds written as SGLang's exposition writes them ("2.0")."""
+    series: dict[str, str] = {}
+    for le in ("0.4", "1.0", "2.0", "4.0", "8.0", "+Inf"):
+        series[f"{name}_bucket{{{sglang(le=le)}}}"] = counter(*(
+            (good * (float(le) >= 1) + bad * (float(le) >= 4), minutes)
+            for good, bad, minutes in phases
+        ))
+    series[f"{name}_count{{{sglang()}}}"] = counter(*((g + b, m) for g, b, m in phases))
+    return series
+
+
+CASES["SpecServeErrorBudgetBurn"] = [
+    Case(
+        "TTFT: 90 minutes all above 2 s pages on the 6h/30m pair, then the 1h/5m one, per "
+        "replica and for the fleet; resolves 20 minutes after the burn stops",
+        _histogram(TTFT, TTFT_BOUNDS, ("1", 60), ("4", 90), ("1", 60)),
+        (
+            Check("SpecServeErrorBudgetBurn", "85m"),
+            Check("SpecServeErrorBudgetBurn", "90m",
+                  (Firing(SLO_TTFT, "6.7"), Firing(SLO_TTFT_FLEET, "6.7"))),
+            Check("SpecServeErrorBudgetBurn", "130m",
+                  (Firing(SLO_TTFT, "20.0"), Firing(SLO_TTFT_FLEET, "20.0"))),
+            Check("SpecServeErrorBudgetBurn", "185m"),
+        ),
+        (
+            (_rounded("slo:error_budget:ratio"), "10m",
+             (({"slo": "ttft"}, 0.05), ({"slo": "itl"}, 0.05), ({"slo": "availability"}, 0.01))),
+            ("slo:sli_error:ratio_rate5m", "130m", ((SLO_TTFT, 1.0),)),
+            ("fleet_slo:sli_error:ratio_rate1h", "130m", ((SLO_TTFT_FLEET, 1.0),)),
+            # 90 of 185 minutes bad over the 28d period: 1 - (90/185) / 0.05 of the budget left.
+            (_rounded("slo:error_budget_remaining:ratio"), "185m",
+             (({"slo": "ttft", **S1}, -8.73),)),
+        ),
+    ),
+    Case(
+        "availability: half the router's responses 503 for 30 minutes pages the fleet (6h/30m "
+        "pair: (7/74)/0.01 = 9.5); 200s again resolve it",
+        _responses((0, 60), (0.5, 30), (0, 60)),
+        (
+            Check("SpecServeErrorBudgetBurn", "60m"),
+            Check("SpecServeErrorBudgetBurn", "74m", (Firing(SLO_AVAILABILITY_FLEET, "9.5"),)),
+            Check("SpecServeErrorBudgetBurn", "130m"),
+        ),
+        (("fleet_slo:sli_error:ratio_rate5m", "88m", ((SLO_AVAILABILITY_FLEET, 0.5),)),),
+    ),
+    Case(
+        "TTFT: 10% of requests above 2 s for 2 hours burns 2x on every window: below the "
+        "page's 6x, silent; an idle histogram is silent too",
+        {
+            **_mixed_histogram(TTFT, (9, 1, 120)),
+            **_idle(_histogram(TTFT, TTFT_BOUNDS, ("8", 1))),
+        },
+        (
+            Check("SpecServeErrorBudgetBurn", "30m"),
+            Check("SpecServeErrorBudgetBurn", "120m"),
+        ),
+    ),
+]
+CASES["SpecServeErrorBudgetBurnSlow"] = [
+    Case(
+        "TTFT: 10% above 2 s (le=\"2.0\" as exposed) for 6 hours burns 2x over 3d and 6h: a "
+        "ticket by 30m (3d burn 2.00; at 500m 36 of 50 ten-minute steps at 10%: 1.44); good "
+        "traffic after brings the 6h window "
+        "under 1x and resolves it by 600m",
+        _mixed_histogram(TTFT, (90, 10, 36), (100, 0, 30)),
+        (
+            Check("SpecServeErrorBudgetBurnSlow", "60m",
+                  (Firing(SLO_TTFT, "2.00"), Firing(SLO_TTFT_FLEET, "2.00"))),
+            Check("SpecServeErrorBudgetBurnSlow", "500m",
+                  (Firing(SLO_TTFT, "1.44"), Firing(SLO_TTFT_FLEET, "1.44"))),
+            Check("SpecServeErrorBudgetBurnSlow", "600m"),
+        ),
+        ((_rounded("slo:sli_error:ratio_rate3d"), "60m", ((SLO_TTFT, 0.1),)),),
+        interval="10m",
+    ),
+    Case(
+        "healthy TTFT (all under 2 s) and an idle server: silent",
+        {
+            **_mixed_histogram(TTFT, (100, 0, 36)),
+            **_idle(_histogram(TTFT, TTFT_BOUNDS, ("8", 1))),
+        },
+        (Check("SpecServeErrorBudgetBurnSlow", "300m"),),
+        interval="10m",
+    ),
+]
+
+
+# --- accept length per request class (issue 31 item 2) ----------------------------------------
+# SGLang's tokenizer counters with the custom label workload_class (server.request_class_label):
+# per class, `per_min` finished requests a minute of `tokens` completion tokens (the first from
+# prefill) and `verify` verify calls each, phase after phase. 6 requests a minute of 10 verify
+# calls: 31 tokens accept 3.0 a pass, 13 tokens 1.2.
+def _class_replies(
+    kind: str | None, *phases: tuple[int, int, int], per_min: float = 6, instance: str = SGLANG_NODE1
+) -> dict[str, str]:
+    labels = {"workload_class": kind} if kind is not None else {}
+    return {
+        f'sglang:generation_tokens_total{{{sglang(instance, is_streaming="false", **labels)}}}':
+            counter(*((per_min * tokens, m) for tokens, _, m in phases)),
+        f'sglang:num_requests_total{{{sglang(instance, is_streaming="false", **labels)}}}':
+            counter(*((per_min, m) for _, _, m in phases)),
+        f"sglang:spec_verify_calls_total{{{sglang(instance, **labels)}}}":
+            counter(*((per_min * verify, m) for _, verify, m in phases)),
+    }
+
+
+CODE = {**S1, "workload_class": "code"}
+CASES["SpecDecodeClassAcceptLengthLow"] = [
+    Case(
+        "code accepts 1.2 while chat accepts 3.0 (the server's mean 2.1 clears the floor): "
+        "fires after 15m naming the class, resolves once code accepts 3.0",
+        {
+            **_class_replies("chat", (31, 10, 60)),
+            **_class_replies("code", (13, 10, 30), (31, 10, 30)),
+        },
+        (
+            Check("SpecDecodeClassAcceptLengthLow", "15m"),
+            Check("SpecDecodeClassAcceptLengthLow", "25m", (Firing(CODE, "1.200"),)),
+            Check("SpecDecodeClassAcceptLengthLow", "50m"),
+        ),
+        ((_rounded(_at(NATIVE_ACCEPT_LENGTH)), "25m", ((S1, 2.1),)),),
+    ),
+    Case(
+        "every class accepts 1.2: the server's mean is below the floor too, which is "
+        "SpecDecodeAcceptLengthLow's; healthy classes and an unlabelled server are silent",
+        {
+            **_class_replies("chat", (13, 10, 40)),
+            **_class_replies("code", (13, 10, 40)),
+            **_class_replies("chat", (31, 10, 40), instance="node2:8000"),
+            **_class_replies(None, (31, 10, 40), instance="node3:8000"),
+        },
+        (
+            Check("SpecDecodeClassAcceptLengthLow", "35m"),
+            Check("SpecDecodeAcceptLengthLow", "35m", (Firing(S1, "1.200"),)),
+        ),
+    ),
+    Case(
+        "a class whose requests average 2 verify passes says nothing about the drafter: silent",
+        {
+            **_class_replies("chat", (31, 10, 40)),
+            **_class_replies("code", (3, 2, 40), per_min=30),
+        },
+        (Check("SpecDecodeClassAcceptLengthLow", "35m"),),
+    ),
+]
+RECORDING_CASES.append(
+    Case(
+        "per-class accept length: the bench's classes by name, any other value a client sends "
+        "summed as other, unlabelled requests left out",
+        {
+            **_class_replies("code", (13, 10, 10)),
+            **_class_replies("agent", (31, 10, 10)),
+            **_class_replies("rag-v2", (13, 10, 10)),
+            **_class_replies("", (61, 10, 10)),
+        },
+        (),
+        ((_rounded(_at(CLASS_ACCEPT_LENGTH)), "10m", (
+            (CODE, 1.2), ({**S1, "workload_class": "other"}, 2.1),
+        )),),
     )
 )

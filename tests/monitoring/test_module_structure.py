@@ -62,8 +62,10 @@ def test_no_import_cycle() -> None:
     except CycleError as err:
         pytest.fail(f"import cycle in {PACKAGE}: {' -> '.join(err.args[1])}")
     # The layering the split is for: the catalogue imports no other monitoring module but the
-    # metric names, the expansion only the catalogue, the renderers come after both.
-    assert graph[f"{PACKAGE}.rules"] <= {f"{PACKAGE}.metrics"}
+    # metric names and the SLO catalogue (itself on the metric names only), the expansion only
+    # the catalogue, the renderers come after both.
+    assert graph[f"{PACKAGE}.rules"] <= {f"{PACKAGE}.metrics", f"{PACKAGE}.slo"}
+    assert graph[f"{PACKAGE}.slo"] <= {f"{PACKAGE}.metrics"}
     assert graph[f"{PACKAGE}.expansion"] == {f"{PACKAGE}.rules"}
     assert f"{PACKAGE}.prometheus" not in graph[f"{PACKAGE}.overrides"]
     assert order.index(f"{PACKAGE}.rules") < order.index(f"{PACKAGE}.expansion")

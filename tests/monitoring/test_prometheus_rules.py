@@ -10,13 +10,15 @@ import pytest
 import yaml
 
 from specserve.monitoring.expansion import families_in
-from specserve.monitoring.prometheus import render_rules
+from specserve.monitoring.prometheus import SLO_GROUP, render_rules
 from specserve.monitoring.rules import ALERTS, RECORDING_RULES, RECORDING_WINDOW
 from specserve.monitoring.yamlio import dump_yaml
 
-from .conftest import MONITORING, run
+from .conftest import MONITORING, PROMTOOL_TESTS_TIMEOUT, run
 from .promtool_cases import (
     CASES,
+    OPT_IN_DIR,
+    OPT_IN_OVERRIDES,
     RECORDING_CASES,
     WINDOW_OVERRIDE_DIR,
     WINDOW_OVERRIDE_RULE_FILE,
@@ -30,6 +32,15 @@ def _record_count(document: dict) -> int:
     return len(document["groups"][0]["rules"])
 
 
+def _slo_record_count(document: dict) -> int:
+    """The SLO group's records (specserve.monitoring.slo), last in the file."""
+    return sum(len(g["rules"]) for g in document["groups"] if g["name"] == SLO_GROUP)
+
+
+# The alerts a default rule file holds: the opt-in ones (fixed latency thresholds) are off.
+_DEFAULT_ALERTS = sum(alert.enabled_by_default for alert in ALERTS)
+
+
 def test_committed_rules_pass_promtool_check(promtool: str) -> None:
     result = run(promtool, "check", "rules", str(RULES))
     assert result.returncode == 0, result.stdout + result.stderr
@@ -37,14 +48,15 @@ def test_committed_rules_pass_promtool_check(promtool: str) -> None:
     # log-derived) and verify calls per request (whether the native mean is read), and
     # SpecDecodeGraphMisses' 10m share of decode lines off the graphs.
     assert _record_count(render_rules()) == len(RECORDING_RULES) + 4
-    expected = len(ALERTS) + len(RECORDING_RULES) + 4
+    expected = _DEFAULT_ALERTS + len(RECORDING_RULES) + 4 + _slo_record_count(render_rules())
     assert f"SUCCESS: {expected} rules found" in result.stdout
 
 
 def test_promtool_unit_tests_pass(promtool: str, promtool_tests: Path) -> None:
     files = sorted(promtool_tests.glob("*.yml"))
     assert len(files) == len(promtool_test_files())
-    result = run(promtool, "test", "rules", *[f.name for f in files], cwd=promtool_tests)
+    result = run(promtool, "test", "rules", *[f.name for f in files], cwd=promtool_tests,
+                 timeout=PROMTOOL_TESTS_TIMEOUT)
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.count("SUCCESS") == len(files)
 
@@ -68,8 +80,10 @@ def test_a_broken_threshold_makes_the_unit_tests_fail(
 # rule file, fails the scenario written for it (promtool names the failing group).
 _SHORT_REPLY_GUARDS = [
     pytest.param(
-        "    - sum without (is_streaming, priority) (rate(sglang:num_requests_total[2m]))\n",
-        "    - 0 * sum without (is_streaming, priority) (rate(sglang:num_requests_total[2m]))\n",
+        "    - sum without (is_streaming, priority, workload_class) "
+        "(rate(sglang:num_requests_total[2m]))\n",
+        "    - 0 * sum without (is_streaming, priority, workload_class) "
+        "(rate(sglang:num_requests_total[2m]))\n",
         "spec-decode-drafts-rejected.yml", "8-token replies, every draft rejected: 7 verify",
         id="prefill-token",
     ),
@@ -135,6 +149,19 @@ def test_every_recording_rule_is_unit_tested() -> None:
         for record in case.records
     }
     assert tested == {r["record"] for r in render_rules()["groups"][0]["rules"]}
+
+
+def test_opt_in_alerts_pass_their_promtool_tests_when_enabled(
+    promtool: str, promtool_tests: Path
+) -> None:
+    opt_in = promtool_tests / OPT_IN_DIR
+    tests = sorted(t.name for t in opt_in.glob("*.yml") if t.name != "specserve-rules.yml")
+    assert len(tests) == len(OPT_IN_OVERRIDES) == 2
+    result = run(promtool, "test", "rules", *tests, cwd=opt_in)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.count("SUCCESS") == len(tests)
+    # Off by default: the committed rule file does not hold them.
+    assert not set(OPT_IN_OVERRIDES) & set(_rules_by_name(render_rules()))
 
 
 def test_window_override_promtool_tests_pass(promtool: str, promtool_tests: Path) -> None:
@@ -238,7 +265,7 @@ def test_overrides_disable_change_threshold_and_for(promtool: str, tmp_path: Pat
     path.write_text(dump_yaml(document))
     result = run(promtool, "check", "rules", str(path))
     assert result.returncode == 0, result.stdout + result.stderr
-    expected = len(ALERTS) - 1 + _record_count(document)
+    expected = _DEFAULT_ALERTS - 1 + _record_count(document) + _slo_record_count(document)
     assert f"SUCCESS: {expected} rules found" in result.stdout
 
 

@@ -1,0 +1,198 @@
+"""Service level objectives as data: what each SLO counts, its target and window, the burn rates.
+
+An objective is a share of good events over a period (the SLO window): time to first token and
+inter-token latency under a threshold, from SGLang's own histograms, and availability, the
+share of the router's upstream responses that are not 5xx. `1 - target` is the error budget.
+
+The burn rate of a window is its error ratio over the budget: 1 spends the budget exactly in the
+period, 14.4 spends 2% of a 30-day budget in an hour. The alerts are the Google SRE workbook's
+(chapter 5, "Alerting on SLOs", table 5-8) multi-window, multi-burn-rate pairs: a long window
+that says the burn is significant and a short one (1/12 of it) that says it is still going on,
+so the alert resets minutes after the burn stops. Page at 14.4x over 1h and 5m or 6x over 6h and
+30m, ticket at 1x over 3d and 6h.
+
+Settings come from the same overrides file as the alerts' (`slos:` beside `alerts:`; validated
+by specserve.monitoring.overrides) and the chart's `prometheusRule.slos`: this module renders
+the recording rules with a `setting` callback (a number for Prometheus, a Helm values action
+for the chart) so both give
+the same rule text.
+
+Latency thresholds must be bounds of SGLang's default buckets (tests/contract-style check in
+tests/monitoring/test_slo.py reads them from SGLang's code): a bucket bound counts exactly, a
+threshold between two bounds could only be interpolated, which a ratio of counters cannot do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from specserve.monitoring.metrics import (
+    ROUTER_UPSTREAM_RESPONSES,
+    SGLANG_INTER_TOKEN_LATENCY,
+    SGLANG_TIME_TO_FIRST_TOKEN,
+)
+from specserve.profile.classlabel import RULES_CLASS_LABEL
+
+# The windows the error ratios are recorded at: every window a burn-rate pair reads.
+SLO_WINDOWS = ("5m", "30m", "1h", "2h", "6h", "1d", "3d")
+# Replica labels (rules._REPLICA): a fleet series drops exactly these.
+REPLICA_LABELS = "instance, pod"
+
+ERROR_RATIO = "slo:sli_error:ratio_rate"
+FLEET_ERROR_RATIO = "fleet_slo:sli_error:ratio_rate"
+ERROR_BUDGET = "slo:error_budget:ratio"
+BUDGET_REMAINING = "slo:error_budget_remaining:ratio"
+FLEET_BUDGET_REMAINING = "fleet_slo:error_budget_remaining:ratio"
+
+# The setting keys of one objective, as the overrides file and the chart values spell them.
+SETTING_KEYS = ("enabled", "target", "period", "threshold_seconds")
+
+
+@dataclass(frozen=True)
+class BurnRate:
+    """One workbook row: fire when both windows burn faster than `factor`."""
+
+    severity: str
+    long: str
+    short: str
+    factor: float
+
+
+BURN_RATES: tuple[BurnRate, ...] = (
+    BurnRate("critical", "1h", "5m", 14.4),
+    BurnRate("critical", "6h", "30m", 6.0),
+    BurnRate("warning", "3d", "6h", 1.0),
+)
+
+# SGLang's default bucket bounds (TokenizerMetricsCollector, 0.5.21 and 0.5.23 alike).
+TTFT_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0, 60.0,
+                80.0, 100.0, 200.0, 400.0)
+ITL_BUCKETS = (0.002, 0.004, 0.006, 0.008, 0.010, 0.015, 0.020, 0.025, 0.030, 0.035, 0.040,
+               0.060, 0.080, 0.100, 0.200, 0.400, 0.600, 0.800, 1.0, 2.0, 4.0, 6.0, 8.0)
+
+
+@dataclass(frozen=True)
+class Objective:
+    name: str
+    title: str
+    target: float
+    period: str
+    help: str
+    # Latency objectives: the histogram, its per-request labels, the default threshold and the
+    # bounds it may take. Availability: None.
+    histogram: str | None = None
+    per_request: str = ""
+    threshold_seconds: float | None = None
+    buckets: tuple[float, ...] = ()
+
+    def bad_over_total(self, window: str, setting: Callable[[str], str], drop: str = "") -> str:
+        """The share of bad events in `window`, per scrape target; `drop` names more labels
+        summed away (the replica labels, for a fleet)."""
+        extra = f"{drop}, " if drop else ""
+        if self.histogram is None:
+            responses = (f"sum without ({extra}status_code, error_code) "
+                         f"(rate({ROUTER_UPSTREAM_RESPONSES}")
+            return (
+                f'(\n  {responses}{{status_code=~"5.."}}[{window}]))\n'
+                f"  or\n  {responses}[{window}])) * 0\n)\n"
+                f"/\n({responses}[{window}])) > 0)"
+            )
+        # `le=~"X(\.0)?"`: exposition and Prometheus 3 print integer bounds as "2.0", a threshold
+        # is written as "2"; no other bound of either preset matches the pattern.
+        good = (f"sum without ({extra}{self.per_request}, le) (rate({self.histogram}_bucket"
+                f'{{le=~"{setting("threshold_seconds")}(\\\\.0)?"}}[{window}]))')
+        total = (f"sum without ({extra}{self.per_request}) "
+                 f"(rate({self.histogram}_count[{window}]))")
+        return f"(\n  {total}\n  -\n  {good}\n)\n/\n({total} > 0)"
+
+
+OBJECTIVES: tuple[Objective, ...] = (
+    Objective(
+        name="ttft",
+        title="Time to first token",
+        target=0.95,
+        period="28d",
+        histogram=SGLANG_TIME_TO_FIRST_TOKEN,
+        per_request=f"is_streaming, priority, {RULES_CLASS_LABEL}",
+        threshold_seconds=2.0,
+        buckets=TTFT_BUCKETS,
+        help="Share of requests whose first token came within threshold_seconds (SGLang's "
+        "time_to_first_token_seconds, streaming and not).",
+    ),
+    Objective(
+        name="itl",
+        title="Inter-token latency",
+        target=0.95,
+        period="28d",
+        histogram=SGLANG_INTER_TOKEN_LATENCY,
+        per_request=f"priority, {RULES_CLASS_LABEL}",
+        threshold_seconds=0.1,
+        buckets=ITL_BUCKETS,
+        help="Share of output intervals (each divided by its new tokens, as SGLang observes "
+        "them) within threshold_seconds (SGLang's inter_token_latency_seconds).",
+    ),
+    Objective(
+        name="availability",
+        title="Availability",
+        target=0.99,
+        period="28d",
+        help="Share of the router's upstream responses that are not 5xx (smg's "
+        "upstream_responses_total): failed and refused requests; fleet only, the router "
+        "does not tell which worker answered.",
+    ),
+)
+OBJECTIVES_BY_NAME: dict[str, Objective] = {o.name: o for o in OBJECTIVES}
+
+
+def record_labels(objective: Objective) -> dict[str, str]:
+    """The static labels of an objective's records: which objective a series measures."""
+    return {"slo": objective.name}
+
+
+def objective_records(
+    objective: Objective, setting: Callable[[str], str]
+) -> list[tuple[str, str]]:
+    """(record, expr) of one objective, in file order, each recorded with the label
+    `slo: <objective name>` (record_labels); `setting(key)` gives a setting's text
+    (target, period, threshold_seconds). The budget; the error ratios at SLO_WINDOWS and at the
+    period, per replica (latency only) and per fleet (the router is one per fleet: availability
+    is fleet only); what is left of the budget over the period."""
+    period = setting("period")
+    records: list[tuple[str, str]] = [
+        # `1 - target` evaluated by Prometheus: the chart's template cannot subtract floats
+        # exactly, and both renderers must give the same text.
+        (ERROR_BUDGET, f'vector(1 - {setting("target")})'),
+    ]
+    for window in (*SLO_WINDOWS, period):
+        if objective.histogram is not None:
+            records.append((f"{ERROR_RATIO}{window}", objective.bad_over_total(window, setting)))
+        fleet = objective.bad_over_total(window, setting, REPLICA_LABELS)
+        records.append((f"{FLEET_ERROR_RATIO}{window}", fleet))
+    for ratio, remaining in ((ERROR_RATIO, BUDGET_REMAINING),
+                             (FLEET_ERROR_RATIO, FLEET_BUDGET_REMAINING)):
+        if ratio == ERROR_RATIO and objective.histogram is None:
+            continue
+        records.append((remaining, (
+            f'1 - {ratio}{period}{{slo="{objective.name}"}}\n'
+            f"/ on (slo) group_left ()\n{ERROR_BUDGET}"
+        )))
+    return records
+
+
+def _burn(ratio: str, window: str, factor: float) -> str:
+    return f"{ratio}{window}\n/ on (slo) group_left ()\n{ERROR_BUDGET}\n> {factor:g}"
+
+
+def burn_expr(severity: str) -> str:
+    """The value query of the burn-rate alert of `severity`: the long window's burn rate where
+    it and the short window's both exceed a pair's factor, per replica and per fleet."""
+    pairs: list[str] = []
+    for ratio in (ERROR_RATIO, FLEET_ERROR_RATIO):
+        for rate in BURN_RATES:
+            if rate.severity != severity:
+                continue
+            long = _burn(ratio, rate.long, rate.factor).replace("\n", "\n  ")
+            short = _burn(ratio, rate.short, rate.factor).replace("\n", "\n  ")
+            pairs.append(f"(\n  {long}\n  and\n  {short}\n)")
+    return "\nor\n".join(pairs)
