@@ -145,3 +145,27 @@ def test_slo_defaults_sit_on_sglangs_bucket_bounds() -> None:
     ttft = ALERTS_BY_NAME["SpecServeTimeToFirstTokenHigh"].threshold("max_seconds").default
     itl = ALERTS_BY_NAME["SpecServeInterTokenLatencyHigh"].threshold("max_seconds").default
     assert ttft in TTFT_BUCKETS and itl in ITL_BUCKETS, (ttft, itl)
+
+
+@pytest.mark.parametrize("version", VERIFIED_VERSIONS)
+def test_slo_thresholds_are_sglangs_default_bucket_bounds(version: str) -> None:
+    """The SLO objectives may only count at a bound of SGLang's own default buckets (the
+    TokenizerMetricsCollector's lists): the bounds the catalogue and the stand-in hold are
+    exactly those, and each default threshold is one of them."""
+    import ast
+
+    from specserve.monitoring import slo
+
+    source = _source(version, "observability/metrics_collector.py")
+    bounds: dict[str, tuple[float, ...]] = {}
+    for name in ("bucket_time_to_first_token", "bucket_inter_token_latency"):
+        match = re.search(rf"^\s*{name} = (\[.*?\])", source, re.M | re.S)
+        assert match, f"SGLang {version}: no default {name}"
+        bounds[name] = tuple(float(v) for v in ast.literal_eval(match.group(1)))
+    assert bounds["bucket_time_to_first_token"] == slo.TTFT_BUCKETS
+    assert bounds["bucket_inter_token_latency"] == slo.ITL_BUCKETS
+    assert tuple(map(float, TTFT_BUCKETS)) == slo.TTFT_BUCKETS  # the stand-in's
+    assert tuple(map(float, ITL_BUCKETS)) == slo.ITL_BUCKETS
+    for objective in slo.OBJECTIVES:
+        if objective.histogram is not None:
+            assert objective.threshold_seconds in objective.buckets, objective.name
