@@ -25,6 +25,9 @@ import re
 CLASS_LABEL_HEADER = "x-custom-labels"
 ALLOWED_LABELS_FLAG = "--tokenizer-metrics-allowed-custom-labels"
 HEADER_FLAG = "--tokenizer-metrics-custom-labels-header"
+# The label the shipped rules record the accept length per class by (specserve/monitoring/rules.py);
+# check warns when the profile names another, whose classes no rule would read.
+RULES_CLASS_LABEL = "workload_class"
 # Prometheus' data model: [a-zA-Z_][a-zA-Z0-9_]*, names starting with __ are reserved.
 LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 # Labels SGLang's tokenizer metrics already carry (metrics_collector.py tokenizer_metric_labels,

@@ -13,7 +13,9 @@ import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
+from specserve.bench.promptset import load_prompts
 from specserve.bench.results import load_result
+from specserve.bench.settings import BUILTIN_CLASSES, BUILTIN_PROMPTS
 from specserve.monitoring.metrics import (
     SGLANG_GENERATION_TOKENS,
     SGLANG_REQUESTS,
@@ -81,3 +83,10 @@ def test_an_unlabelled_run_counts_under_the_empty_value(labelled, bench) -> None
 def test_a_label_prometheus_rejects_is_a_usage_error(labelled, bench) -> None:
     run = bench("--url", labelled.url, "--class-label", "model_name", out="refused")
     assert run.returncode != 0 and "--class-label" in run.stderr and "model_name" in run.stderr
+
+
+def test_the_classes_the_rules_keep_are_the_shipped_prompt_sets() -> None:
+    # specserve/monitoring/rules.py keeps these values of the class label by name, every other
+    # one as "other": a class added to the prompt set must be added there too.
+    prompts, _ = load_prompts(BUILTIN_PROMPTS)
+    assert {prompt.kind for prompt in prompts} == set(BUILTIN_CLASSES)

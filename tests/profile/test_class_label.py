@@ -11,6 +11,7 @@ from specserve.profile.classlabel import (
     ALLOWED_LABELS_FLAG,
     CLASS_LABEL_HEADER,
     HEADER_FLAG,
+    RULES_CLASS_LABEL,
     TAKEN_LABELS,
     label_name_problem,
 )
@@ -46,6 +47,13 @@ def test_every_taken_name_is_a_valid_name_refused_for_being_taken() -> None:
         problem = label_name_problem(name)
         assert problem is not None and "already set" in problem
     assert label_name_problem("workload_class") is None
+
+
+def test_another_name_than_the_rules_read_warns(tmp_path):
+    code, report = _check(tmp_path, "tenant_class")
+    assert code == 0 and report["errors"] == []
+    [warning] = [w for w in report["warnings"] if w["field"] == "server.request_class_label"]
+    assert RULES_CLASS_LABEL in warning["problem"] and "tenant_class" in warning["problem"]
 
 
 def test_a_good_name_passes_and_warns_only_without_metrics(tmp_path):

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from specserve.profile.checks.graphs import decode_graph_issues
-from specserve.profile.classlabel import label_name_problem
+from specserve.profile.classlabel import RULES_CLASS_LABEL, label_name_problem
 from specserve.profile.flags import OWNED_FLAGS, arg_value, flag_spelling
 from specserve.profile.issues import Issue, error, warning
 from specserve.profile.model import Profile
@@ -175,6 +175,11 @@ def _class_label_issues(profile: Profile) -> list[Issue]:
         # SGLang would start, but its collector or Prometheus would refuse or overwrite it.
         return [error("server.request_class_label", problem, "choose another name, e.g. "
                       "workload_class")]
+    if label != RULES_CLASS_LABEL:
+        return [warning("server.request_class_label",
+                        f"the shipped rules read the class from {RULES_CLASS_LABEL}, not "
+                        f"{label}: no per-class accept length is recorded",
+                        f"name it {RULES_CLASS_LABEL}, or add your own rules for {label}")]
     if not profile.server.enable_metrics:
         return [warning("server.request_class_label",
                         "the class label is only read by SGLang's tokenizer metrics, which "
