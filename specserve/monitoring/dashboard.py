@@ -35,6 +35,7 @@ from grafana_foundation_sdk.models.dashboard import (
     ValueMappingResult,
 )
 
+from specserve.monitoring import slo
 from specserve.monitoring.expansion import AlertSettings, default_settings, inline_rule
 from specserve.monitoring.metrics import (
     DCGM_FB_USED,
@@ -696,6 +697,50 @@ def _router_row(settings: Settings) -> Row:
     ]
 
 
+# --- SLOs (issue 32 item 1) -----------------------------------------------------------------
+NEEDS_SLO_RULES = "needs the specserve.slo recording rules (docs/slo.md)"
+
+
+def _burn_rate(ratio: str, window: str) -> str:
+    return f"{ratio}{window}\n/ on (slo) group_left ()\n{slo.ERROR_BUDGET}"
+
+
+def _slo_row(settings: Settings) -> Row:
+    """Budget remaining and burn rates from the SLO group's records by name: a 28-day ratio is
+    not a query to inline into a dashboard refreshed every 30 s."""
+    page = max(rate.factor for rate in slo.BURN_RATES)
+    slow_page = sorted({rate.factor for rate in slo.BURN_RATES})[-2]
+    budget_steps = _thresholds((None, "red"), (0.0, "orange"), (0.5, "green"))
+    return "SLO error budget", [
+        _series(
+            "Error budget remaining (fleet)", "percentunit",
+            [Query(slo.FLEET_BUDGET_REMAINING, "{{slo}} {{job}}")],
+            "Share of each objective's error budget (1 - target) left over its SLO window "
+            "(default 28d), for the whole fleet; below 0 the objective is missed.",
+            width=8, thresholds=budget_steps, no_value=NEEDS_SLO_RULES,
+        ),
+        _series(
+            "Error budget remaining per replica", "percentunit",
+            [Query(slo.BUDGET_REMAINING, "{{slo}} {{instance}}")],
+            "The same per replica (latency objectives; availability is the router's, fleet "
+            "only).",
+            width=8, thresholds=budget_steps, no_value=NEEDS_SLO_RULES,
+        ),
+        _series(
+            "Burn rate (fleet)", "short",
+            [Query(_burn_rate(slo.FLEET_ERROR_RATIO, "1h"), "{{slo}} 1h"),
+             Query(_burn_rate(slo.FLEET_ERROR_RATIO, "6h"), "{{slo}} 6h"),
+             Query(_burn_rate(slo.FLEET_ERROR_RATIO, "3d"), "{{slo}} 3d")],
+            f"Error ratio over the budget: 1 spends the budget exactly in the SLO window. Pages "
+            f"at {page:g}x over 1h (and 5m) or {slow_page:g}x over 6h (and 30m), a ticket at "
+            "1x over 3d (and 6h).",
+            width=8,
+            thresholds=_thresholds((None, "green"), (1.0, "orange"), (slow_page, "red")),
+            no_value=NEEDS_SLO_RULES,
+        ),
+    ]
+
+
 def build_dashboard(settings: Settings | None = None) -> dict[str, Any]:
     """The dashboard for `settings` (overrides resolved); the defaults when None."""
     if settings is None:
@@ -723,7 +768,7 @@ def build_dashboard(settings: Settings | None = None) -> dict[str, Any]:
         )
     )
     for row in (_accept_length_row, _throughput_row, _server_row, _exporter_row,
-                _native_row, _gpu_row, _fleet_row, _router_row):
+                _native_row, _gpu_row, _fleet_row, _router_row, _slo_row):
         title, panels = row(settings)
         builder = builder.with_row(dashboard.Row(title))
         for panel in panels:
