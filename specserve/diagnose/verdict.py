@@ -58,13 +58,16 @@ def _evidence(seen: Sequence[Seen], state: str | None) -> tuple[str, ...]:
 def judge(evidence: Evidence, profile_issues: Sequence[Issue] = ()) -> Verdict:
     holding = evidence.holding()
     findings: list[Finding] = []
-    explained: set[str] = set()
+    # A holding cause folds what it explains: symptoms, and a broader cause's reading of the
+    # same fact (decode passes off the graphs read as "graphs off" while the misses at high
+    # batch say which). The table has no cycle (tests/diagnose/test_causes.py).
+    explained = {name for cause in holding if MEANINGS[cause].role is Role.CAUSE
+                 for name in MEANINGS[cause].explains if name in holding}  # fmt: skip
     for name in sorted(holding, key=lambda n: (MEANINGS[n].role, MEANINGS[n].rank)):
         meaning = MEANINGS[name]
-        if meaning.role is not Role.CAUSE:
+        if meaning.role is not Role.CAUSE or name in explained:
             continue
         covers = tuple(sorted(set(meaning.explains) & holding))
-        explained.update(covers)
         findings.append(Finding(
             Role.CAUSE, name, meaning.cause, meaning.fix,
             _evidence([s for s in evidence.seen if s.alert == name], evidence.states.get(name)),
@@ -85,7 +88,7 @@ def judge(evidence: Evidence, profile_issues: Sequence[Issue] = ()) -> Verdict:
     for name in sorted(holding, key=lambda n: (MEANINGS[n].role, MEANINGS[n].rank)):
         meaning = MEANINGS[name]
         if meaning.role is Role.CAUSE or name in explained:
-            continue
+            continue  # listed above, or folded under the cause that explains it
         findings.append(Finding(
             meaning.role, name, meaning.cause, meaning.fix,
             _evidence([s for s in evidence.seen if s.alert == name], evidence.states.get(name)),

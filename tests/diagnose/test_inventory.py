@@ -19,13 +19,13 @@ def _inventory(tmp_path: Path, host_vars: dict[str, object], group_vars: dict[st
 
 def test_a_remote_node_is_read_through_a_tunnel_with_its_overrides_and_profile(tmp_path) -> None:
     inventory = _inventory(tmp_path, {"ansible_host": "node1.example.internal"},
-                           {"specserve_profile": "profiles/kimi.yaml",
+                           {"specserve_profile": "site/kimi-profile.yaml",
                             "specserve_alert_overrides": "site/overrides.yml",
                             "monitoring_prometheus_port": 9191})  # fmt: skip
     found = targets(inventory)
     assert found.host == "gpu-node-1" and found.prometheus == "http://127.0.0.1:9191"
     assert found.overrides == Path("site/overrides.yml")
-    assert found.profile == Path("profiles/kimi.yaml")
+    assert found.profile == Path("site/kimi-profile.yaml")
     assert "ssh -L 9191:127.0.0.1:9191 node1.example.internal" in found.note
 
 

@@ -56,3 +56,14 @@ def test_an_unexplained_symptom_is_a_finding_with_where_to_look() -> None:
     [finding] = verdict.findings
     assert finding.role is Role.SYMPTOM and "verify or draft step" in finding.cause
     assert "instance=node-a:9400, concurrency=8: value 0.5" in finding.evidence[0]
+
+
+def test_graph_misses_fold_the_graphs_off_reading_of_the_same_passes() -> None:
+    verdict = judge(_evidence("SpecDecodeGraphDisabled", "SpecDecodeGraphMisses", BELOW))
+    [finding] = verdict.findings
+    assert finding.title == "SpecDecodeGraphMisses"
+    assert finding.explained == (BELOW, "SpecDecodeGraphDisabled")
+    # Graphs off altogether (no bucket on them): the misses do not hold, graphs off is the cause.
+    verdict = judge(_evidence("SpecDecodeGraphDisabled", BELOW))
+    assert [(f.title, f.explained) for f in verdict.findings] == [
+        ("SpecDecodeGraphDisabled", (BELOW,))]

@@ -19,6 +19,7 @@ from contextlib import contextmanager
 
 import pytest
 
+from tests.e2e.diagnose import diagnosed, first_beyond_blind
 from tests.e2e.load import LoadGenerator
 from tests.e2e.processes import wait_until
 from tests.e2e.stack import WINDOW, Stack, _seconds, running_stack
@@ -80,6 +81,11 @@ def test_large_batches_off_the_graphs_are_delivered_naming_the_bucket(tmp_path) 
             since = time.time()
             with _toggling(large):
                 fired = _delivered(stack, "firing", since)
+                # The operator's next step names the same cause, first, with the bucket.
+                code, findings, text = diagnosed(stack)
+                assert code == 1, text
+                assert first_beyond_blind(findings) == ("cause", ALERT), text
+                assert f"concurrency={fired.labels['concurrency']}" in text, text
             # Bucket 4 (3-4 running) or 8 (5-6), both above the graphs; never 2.
             bucket = fired.labels["concurrency"]
             assert bucket in ("4", "8") and fired.labels["graph"] == "cuda", fired.labels

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import time
 from pathlib import Path
 
@@ -59,10 +58,10 @@ from specserve.monitoring.rules import (
 )
 from specserve_exporter.names import DECODE_LAST_LINE_TIMESTAMP
 from tests.e2e.dashboard_image import Phase, render_dashboard_image
+from tests.e2e.diagnose import diagnosed, first_beyond_blind
 from tests.e2e.load import LoadGenerator
 from tests.e2e.processes import wait_until
 from tests.e2e.stack import (
-    BINDIR,
     EXPORTER_JOB,
     IDLE_S,
     NO_DECODE_LINES,
@@ -134,27 +133,6 @@ def _only(stack: Stack, names: set[str]) -> None:
     assert set(states) <= names, f"unexpected alerts at Prometheus: {states}"
 
 
-def _diagnosed(stack: Stack, *extra: str) -> tuple[int, list[tuple[str, str]], str]:
-    """`specserve diagnose` against this stack's Prometheus, as an operator runs it: its exit
-    status, its findings in rank order as (role, alert or profile field), and its text."""
-    done = subprocess.run(
-        [str(BINDIR / "specserve"), "diagnose", "--prometheus", stack.prometheus.url,
-         "--overrides", str(stack.overrides), *extra],
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
-    text = done.stdout + done.stderr
-    found = re.findall(r"^\d+\. \[(\w+)\] ([^:]+(?:: [a-z_.]+)?):", done.stdout, re.M)
-    return done.returncode, [(role, name) for role, name in found], text
-
-
-def _first_beyond_blind(findings: list[tuple[str, str]]) -> tuple[str, str]:
-    """The first finding once the ones about the log's reliability (a phase switch may leave
-    SpecServeAcceptLengthMismatch holding for a few seconds) are set aside."""
-    rest = [item for item in findings if item[0] != "blind"]
-    assert rest, findings
-    return rest[0]
-
-
 def _delivered_within(
     stack: Stack, name: str, status: str, since: float, allowed: set[str],
     deadline_s: float = DEADLINE_S,
@@ -214,7 +192,7 @@ def _phase_healthy(stack: Stack) -> None:
     assert stack.receiver.delivered() == []
     # Healthy: no cause found, exit 0. The profile's one warning (a baseline that records none
     # of the settings it was measured with) is named as latent, not as a cause.
-    code, findings, text = _diagnosed(stack, "--profile", str(stack.profile))
+    code, findings, text = diagnosed(stack, "--profile", str(stack.profile))
     assert code == 0 and findings == [], text
     assert "no cause found" in text and "adaptive speculation off, draft tokens now" in text, text
     assert "profile, latent (warning): baseline: the baseline records none" in text, text
@@ -238,7 +216,7 @@ def _phase_below_baseline(stack: Stack) -> None:
     # Slower than the baseline with acceptance, graphs and queueing healthy: the baseline that
     # nothing proves like for like is the one cause, then the symptom, with the step itself
     # named as what got slower.
-    code, findings, text = _diagnosed(stack, "--profile", str(stack.profile))
+    code, findings, text = diagnosed(stack, "--profile", str(stack.profile))
     assert code == 1, text
     assert findings == [("cause", "profile: baseline"), ("symptom", BELOW)], text
     assert "the verify or draft step itself got slower" in text, text
@@ -267,9 +245,9 @@ def _phase_drafts_rejected(stack: Stack) -> None:
     _hold_firing(stack, {BELOW, REJECTED}, {BELOW, REJECTED, ACCEPT_LOW} | SWITCHING)
     # The rejecting drafter is the cause, first, and it explains the throughput below the
     # baseline, which is no longer listed on its own.
-    code, findings, text = _diagnosed(stack)
+    code, findings, text = diagnosed(stack)
     assert code == 1, text
-    assert _first_beyond_blind(findings) == ("cause", REJECTED), text
+    assert first_beyond_blind(findings) == ("cause", REJECTED), text
     assert "explains: " in text and BELOW in text.split("explains: ", 1)[1].splitlines()[0], text
     assert ("symptom", BELOW) not in findings, text
 
