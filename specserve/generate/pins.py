@@ -110,6 +110,7 @@ PINS: tuple[Pin, ...] = (
     *_image(f"{CHART}/values.yaml", "image", "specserve_images.sglang"),
     *_image(f"{CHART}/values.yaml", "exporterImage", "specserve_images.exporter"),
     *_image(f"{CHART}/values.yaml", "router.image", "upstream_images.smg"),
+    *_image(f"{CHART}/values.yaml", "dcgmExporter.image", "upstream_images.dcgm_exporter"),
     _project(f"{CHART}/Chart.yaml", "version"),
     _project(f"{CHART}/Chart.yaml", "appVersion"),
 )

@@ -31,7 +31,7 @@ def _queried() -> set[str]:
 def test_the_counters_file_is_the_pinned_exporters() -> None:
     pins = yaml.safe_load((REPO / "versions.yaml").read_text(encoding="utf-8"))
     tag = pins["upstream_images"]["dcgm_exporter"]["tag"]
-    # The image tag is <exporter version>-<DCGM version>-<base>: the git tag is the first two.
+    # The image tag is <DCGM version>-<exporter version>-<base>; the git tag is the first two.
     assert tag.startswith(dcgm.SOURCE_TAG + "-"), (
         f"versions.yaml pins dcgm-exporter {tag} but {dcgm.DATA_FILE} is from "
         f"{dcgm.SOURCE_TAG}: copy {dcgm.SOURCE_PATH} of that tag and update dcgm.SOURCE_TAG"
