@@ -1153,11 +1153,18 @@ RECORDING_RULES += (
         # The baseline's best bucket is what one replica decodes flat out without speculation;
         # the lowest measured speedup is the credit speculation earns there (speedup falls as the
         # batch grows, so a low bucket's would overstate it). No measured speedup: no credit.
+        # The speedup is SPEEDUP_RATIO's quotient with `group_left ()`: a one-to-one `on` keeps
+        # only the listed labels, and the fleet's `namespace` must survive the division.
         expr=(
             f"max by ({FLEET_BY}) ({BASELINE_GEN_THROUGHPUT.name} > 0)\n"
             f"* on ({FLEET_BY})\n"
             "(\n"
-            f"  min by ({FLEET_BY}) ([[rule:{SPEEDUP_RATIO}]])\n"
+            f"  min by ({FLEET_BY}) (\n"
+            f"    [[rule:{THROUGHPUT_MEAN}]]\n"
+            "    / on (job, instance, concurrency) group_left ()\n"
+            "    max by (job, instance, concurrency) "
+            f"({BASELINE_GEN_THROUGHPUT.name} > 0)\n"
+            "  )\n"
             "  or\n"
             f"  max by ({FLEET_BY}) ({BASELINE_GEN_THROUGHPUT.name} > 0) * 0 + 1\n"
             ")"

@@ -1797,6 +1797,15 @@ def _capacity_fleet() -> dict[str, str]:
     return series
 
 
+def _in_namespace(series: dict[str, str], namespace: str) -> dict[str, str]:
+    """The same series as a Kubernetes scrape labels them: the target's namespace on each, and
+    instances (pod addresses) of its own."""
+    return {
+        key.replace("{", f'{{namespace="{namespace}",', 1).replace('"node', f'"{namespace}-node'):
+        values for key, values in series.items()
+    }
+
+
 CASES["SpecServeFleetNeedsReplicas"] = [
     Case(
         "load needing 2 replicas on 2 is silent; a queue as long as the running batch needs 5 "
@@ -1813,6 +1822,23 @@ CASES["SpecServeFleetNeedsReplicas"] = [
         "needs ceil(2.5 / 0.8) = 4 and fires",
         {k: v for k, v in _capacity_fleet().items() if not k.startswith(TPUT)},
         (Check("SpecServeFleetNeedsReplicas", "18m", (Firing({}, "4"),)),),
+    ),
+    Case(
+        "Kubernetes: each namespace is a fleet, its SGLang and exporter series joined on it; "
+        "the queueing fleet fires with its own figure, the other (1.25 replicas' worth "
+        "throughout) stays silent",
+        {**_in_namespace(_capacity_fleet(), "a"),
+         **_in_namespace({k: ("0x79" if k.startswith("sglang:num_queue_reqs") else
+                              "500x79" if k.startswith("sglang:gen_throughput") else v)
+                          for k, v in _capacity_fleet().items()}, "b")},
+        (
+            Check("SpecServeFleetNeedsReplicas", "18m"),
+            Check("SpecServeFleetNeedsReplicas", "45m", (Firing({"namespace": "a"}, "5"),)),
+            Check("SpecServeFleetNeedsReplicas", "75m"),
+        ),
+        ((_at(FLEET_SERVERS), "45m", (({"namespace": "a"}, 2.0), ({"namespace": "b"}, 2.0))),
+         (_rounded(_at(FLEET_REPLICA_LOAD)), "45m",
+          (({"namespace": "a"}, 3.6), ({"namespace": "b"}, 1.25)))),
     ),
     Case(
         "an idle fleet (nothing running, a stale gen_throughput gauge) needs no replica: silent",
