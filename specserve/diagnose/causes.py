@@ -40,7 +40,11 @@ ACCEPT_LOW = "SpecDecodeAcceptLengthLow"
 TTFT = "SpecServeTimeToFirstTokenHigh"
 ITL = "SpecServeInterTokenLatencyHigh"
 REPLICA_SLOW = "SpecServeFleetReplicaSlow"
-_SPEED = (BELOW, ACCEPT_LOW, ITL, TTFT, REPLICA_SLOW)
+# The SLO burn-rate alerts (docs/slo.md): the users' own complaint, explained by whatever
+# explains the latency (every cause that explains _SPEED; queueing and a full KV cache too).
+BURN = "SpecServeErrorBudgetBurn"
+BURN_SLOW = "SpecServeErrorBudgetBurnSlow"
+_SPEED = (BELOW, ACCEPT_LOW, ITL, TTFT, REPLICA_SLOW, BURN, BURN_SLOW)
 
 MEANINGS: dict[str, Meaning] = {
     # --- blind: the evidence itself is missing or wrong ---------------------------------------
@@ -94,14 +98,22 @@ MEANINGS: dict[str, Meaning] = {
         # Where it holds, some batches ran on the graphs: SpecDecodeGraphDisabled's "share of
         # graph passes below 1" is these misses, not graphs off.
         explains=(BELOW, ITL, REPLICA_SLOW, "SpecDecodeGraphDisabled"), rank=21),
+    # Fires only while the server's mean clears the floor, so it explains a below-baseline
+    # server whose mean looks healthy, and an accept-length low another window of the mean saw.
+    "SpecDecodeClassAcceptLengthLow": Meaning(
+        Role.CAUSE, "one request class (SGLang's custom label workload_class) accepts too few "
+        "drafts while the server's mean is fine: the drafter does not fit that workload",
+        "route the class to a server without speculation or with a drafter trained on it, or "
+        "fewer draft tokens for it; `specserve bench --kinds CLASS` measures it alone",
+        explains=(BELOW, ACCEPT_LOW, REPLICA_SLOW), rank=25),
     "SpecDecodeQueueBacklog": Meaning(
         Role.CAUSE, "requests are queueing: the server is at its running-request cap",
         "add capacity (replicas), or raise the running-request cap where the KV cache allows",
-        explains=(TTFT, BELOW, REPLICA_SLOW), rank=30),
+        explains=(TTFT, BELOW, REPLICA_SLOW, BURN, BURN_SLOW), rank=30),
     "SpecDecodeKVCacheNearFull": Meaning(
         Role.CAUSE, "the KV cache is nearly full: requests are retracted or held back",
         "lower the running-request cap or context length, or add memory (mem_fraction_static)",
-        explains=(TTFT, ITL, BELOW, REPLICA_SLOW), rank=31),
+        explains=(TTFT, ITL, BELOW, REPLICA_SLOW, BURN, BURN_SLOW), rank=31),
     "SpecServeFleetNeedsReplicas": Meaning(
         Role.CAUSE, "the fleet's load needs more replicas than serve it, counting the measured "
         "speculative throughput: every replica runs past its planned utilisation",
@@ -161,4 +173,13 @@ MEANINGS: dict[str, Meaning] = {
         Role.SYMPTOM, "one replica decodes much slower than the rest of the fleet",
         "compare that node's GPUs, profile and image with the others'; drain it if they differ",
         rank=40),
+    BURN: Meaning(
+        Role.SYMPTOM, "an SLO burns its error budget fast (label slo: ttft, itl or "
+        "availability), and nothing the bundle measures explains it",
+        "see docs/slo.md: for latency, the dashboard's SLO row and the latency causes above; "
+        "for availability, the router's 5xx (smg_router_upstream_responses_total) and its log",
+        rank=5),
+    BURN_SLOW: Meaning(
+        Role.SYMPTOM, "an SLO spends its error budget faster than it lasts (slow burn)",
+        "a ticket: find the slow degradation (docs/slo.md) before the budget is gone", rank=45),
 }
