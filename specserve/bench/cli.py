@@ -80,6 +80,13 @@ def _add_run_flags(parser: argparse.ArgumentParser) -> None:
     )
     load.add_argument("--kinds", help="comma-separated prompt kinds to use (default: all)")
     load.add_argument(
+        "--class-label",
+        metavar="LABEL",
+        help="send each prompt's kind as SGLang's custom label LABEL (the x-custom-labels "
+        "header), so the server's metrics count this run per class: the profile's "
+        "server.request_class_label (default: no label)",
+    )
+    load.add_argument(
         "--warmup-requests",
         type=int,
         default=1,

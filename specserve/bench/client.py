@@ -135,13 +135,18 @@ def _consume(record: RequestRecord, doc: dict[str, Any], now: float) -> None:
 
 
 def stream_chat(
-    client: httpx.Client, url: str, body: dict[str, Any], prompt: Prompt
+    client: httpx.Client,
+    url: str,
+    body: dict[str, Any],
+    prompt: Prompt,
+    headers: dict[str, str] | None = None,
 ) -> RequestRecord:
-    """Send one streaming request; never raises for HTTP or transport problems."""
+    """Send one streaming request (`headers` beside the client's); never raises for HTTP or
+    transport problems."""
     record = RequestRecord(prompt_id=prompt.id, kind=prompt.kind, tokens_from="chunks")
     start = time.perf_counter()
     try:
-        with client.stream("POST", url, json=body) as response:
+        with client.stream("POST", url, json=body, headers=headers) as response:
             record.status = response.status_code
             if response.status_code != 200:
                 response.read()

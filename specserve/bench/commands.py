@@ -27,6 +27,7 @@ from specserve.bench.results import (
 )
 from specserve.bench.runner import Progress, RunSettings, run_all, warm_up
 from specserve.bench.server import ServerError, probe, redact_result
+from specserve.profile.classlabel import label_name_problem
 from specserve.profile.loader import ProfileError, load_profile
 
 EXIT_OK, EXIT_LEVEL_FAILED, EXIT_USAGE = 0, 1, 2
@@ -109,6 +110,7 @@ def _settings_doc(
         "kinds": kinds,
         "prompt_count": count,
         "exporter_url": args.exporter_url,
+        "class_label": settings.class_label,
         "warmup_requests": settings.warmup_requests,
         "request_timeout_s": settings.request_timeout_s,
     }
@@ -131,6 +133,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         out = _out_dir(args)
         key = api_key(args)
         prompts, prompts_desc = load_prompts(args.prompts)
+        if args.class_label is not None:
+            problem = label_name_problem(args.class_label)
+            if problem is not None:
+                raise UsageError(f"--class-label: {problem}")
         kinds = [k.strip() for k in args.kinds.split(",")] if args.kinds else None
         chosen = select_kinds(prompts, kinds)
         baseline = load_result(args.baseline_json) if args.baseline_json else None
@@ -165,6 +171,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         request_timeout_s=args.request_timeout,
         warmup_requests=args.warmup_requests,
         headers=headers,
+        class_label=args.class_label,
     )
     label = args.label or ("speculative" if facts.speculative else "baseline")
     kinds_used = sorted({p.kind for p in chosen})

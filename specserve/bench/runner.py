@@ -19,6 +19,7 @@ from specserve.bench.native import NativeScraper, level_latency
 from specserve.bench.perrequest import level_sections
 from specserve.bench.promptset import Prompt
 from specserve.bench.stats import summarize_level
+from specserve.profile.classlabel import CLASS_LABEL_HEADER, header_value
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,15 @@ class RunSettings:
     request_timeout_s: float
     warmup_requests: int
     headers: dict[str, str]
+    # The custom label SGLang's tokenizer metrics carry each request's class in
+    # (server.request_class_label); None sends no class.
+    class_label: str | None = None
+
+    def request_headers(self, prompt: Prompt) -> dict[str, str] | None:
+        """The request's own headers: its prompt's class in SGLang's custom-labels header."""
+        if self.class_label is None:
+            return None
+        return {CLASS_LABEL_HEADER: header_value(self.class_label, prompt.kind)}
 
     def requests_for(self, level: int) -> int | None:
         """Request budget of a level; None in --duration mode."""
@@ -115,7 +125,8 @@ def _worker(
     url = f"{settings.base_url}/v1/chat/completions"
     while (prompt := level.take()) is not None:
         body = chat_body(prompt, settings.model, settings.max_tokens, settings.temperature)
-        on_done(*level.add(stream_chat(client, url, body, prompt)))
+        headers = settings.request_headers(prompt)
+        on_done(*level.add(stream_chat(client, url, body, prompt, headers)))
 
 
 def warm_up(settings: RunSettings, prompts: Sequence[Prompt]) -> list[RequestRecord]:
@@ -128,7 +139,9 @@ def warm_up(settings: RunSettings, prompts: Sequence[Prompt]) -> list[RequestRec
             body = chat_body(
                 prompt, settings.model, min(16, settings.max_tokens), settings.temperature
             )
-            records.append(stream_chat(client, url, body, prompt))
+            records.append(
+                stream_chat(client, url, body, prompt, settings.request_headers(prompt))
+            )
     return records
 
 
