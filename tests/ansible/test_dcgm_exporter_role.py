@@ -6,7 +6,8 @@ a check-mode run renders the container the role would start, read back from the 
 arguments (the json callback): the pinned image, the counters file read-only, the listener on
 the loopback, every capability dropped, the GPUs through the NVIDIA runtime. The monitoring
 role's exported scrape config gains the dcgm-exporter job the GPU alerts select on a GPU profile,
-and has none on the stand-in's.
+and has none on the stand-in's; SpecServeGpuMissing compares with the profile's GPU count unless
+the deployment's overrides set it.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 BIN = ROOT / ".venv" / "bin"
 STANDIN = ROOT / "profiles" / "standin-cpu.yaml"
 KIMI = ROOT / "profiles" / "kimi-k2.5-int4-eagle3-8gpu.yaml"
+ONE_GPU = ROOT / "profiles" / "llama-3.1-8b-eagle3-1gpu.yaml"
 GPUS = [{"name": "NVIDIA H200", "memory_gib": 139.8, "driver_version": "570.124.06"}] * 8
 
 
@@ -106,20 +108,37 @@ def test_a_gpu_node_renders_the_pinned_exporter_least_privileged(tmp_path: Path)
     assert role_file.read_text(encoding="utf-8") == dcgm.deployed_counters()
 
 
-def test_a_gpu_profile_scrapes_the_exporter_as_the_alerts_job(tmp_path: Path) -> None:
-    # Export mode (the files for a Prometheus of one's own) renders the scrape config only.
+def _gpu_missing_expr(path: Path) -> str:
+    rules = yaml.safe_load(path.read_text(encoding="utf-8"))
+    (rule,) = [r for g in rules["groups"] for r in g["rules"]
+               if r.get("alert") == "SpecServeGpuMissing"]  # fmt: skip
+    return rule["expr"]
+
+
+def test_a_gpu_profile_scrapes_the_exporter_and_counts_its_gpus(tmp_path: Path) -> None:
+    # Export mode (the files for a Prometheus of one's own) renders the scrape config and rules.
+    export = {"monitoring_enabled": False, "monitoring_source_dir": str(ROOT / "monitoring"),
+              # The 1-GPU profile writes no log file for a specserve exporter to follow.
+              "specserve_exporter_enabled": False, "specserve_verify": False}
     tasks = _play(tmp_path, ["specserve", "monitoring"], {
-        "specserve_profile": str(KIMI), "monitoring_enabled": False,
+        **export, "specserve_profile": str(ONE_GPU),
         "monitoring_export_dir": str(tmp_path / "export"),
-        "monitoring_source_dir": str(ROOT / "monitoring"),
     })
-    assert tasks, "no task ran"
-    jobs = _scrape_jobs(tmp_path / "export" / "scrape-config.yml")
-    assert jobs[DCGM_JOB] == ["127.0.0.1:9400"]
+    assert tasks["Rules | remove the overrides with the GPU count"]["changed"] is False
+    assert _scrape_jobs(tmp_path / "export" / "scrape-config.yml")[DCGM_JOB] == ["127.0.0.1:9400"]
+    # SpecServeGpuMissing compares with the profile's GPUs per node (1), not the default 8...
+    assert _gpu_missing_expr(tmp_path / "export" / "specserve-rules.yml").endswith("\n< 1")
+    # ... unless the deployment's overrides set it.
+    overrides = tmp_path / "overrides.yml"
+    overrides.write_text(yaml.safe_dump(
+        {"alerts": {"SpecServeGpuMissing": {"thresholds": {"gpus": 3}}}}), encoding="utf-8")
+    _play(tmp_path, ["specserve", "monitoring"], {
+        **export, "specserve_profile": str(ONE_GPU), "specserve_alert_overrides": str(overrides),
+        "monitoring_export_dir": str(tmp_path / "export-set"),
+    })
+    assert _gpu_missing_expr(tmp_path / "export-set" / "specserve-rules.yml").endswith("\n< 3")
     off = _play(tmp_path, ["specserve", "monitoring"], {
-        "specserve_profile": str(KIMI), "monitoring_enabled": False,
-        "specserve_dcgm_exporter_enabled": False,
+        **export, "specserve_profile": str(KIMI), "specserve_dcgm_exporter_enabled": False,
         "monitoring_export_dir": str(tmp_path / "export-off"),
-        "monitoring_source_dir": str(ROOT / "monitoring"),
     })
     assert off and DCGM_JOB not in _scrape_jobs(tmp_path / "export-off" / "scrape-config.yml")
