@@ -143,8 +143,12 @@ def alert_overrides() -> dict[str, dict[str, Any]]:
     return alerts
 
 
-def write_overrides(path: Path) -> None:
-    path.write_text(yaml.safe_dump({"alerts": alert_overrides()}), encoding="utf-8")
+def write_overrides(path: Path, slos: Mapping[str, Any] | None = None) -> None:
+    """The overrides file: the test's alert overrides, and the SLO settings when given."""
+    document: dict[str, Any] = {"alerts": alert_overrides()}
+    if slos:
+        document["slos"] = dict(slos)
+    path.write_text(yaml.safe_dump(document), encoding="utf-8")
 
 
 def render_rules(overrides: Path, out: Path) -> None:
@@ -200,10 +204,12 @@ def running_stack(
     launcher_env: Mapping[str, str] | None = None,
     logging_extra: Mapping[str, Any] | None = None,
     server_extra: Mapping[str, Any] | None = None,
+    slos: Mapping[str, Any] | None = None,
 ) -> Iterator[Stack]:
     """The chain; optionally with an API key file, extra launcher environment, logging and
     server settings (the secrets matrix plants secrets and forces log rotation through these;
-    the graph-miss test sets the stand-in's decode graphs' largest batch)."""
+    the graph-miss test sets the stand-in's decode graphs' largest batch), and the overrides
+    file's SLO settings (the burn-rate test sets the TTFT threshold)."""
     missing = missing_binaries()
     # Installed by scripts/setup/system-packages.sh: absent means a broken setup, not a skip.
     assert not missing, f"{', '.join(missing)} not installed: run scripts/setup/system-packages.sh"
@@ -223,7 +229,7 @@ def running_stack(
         write_profile(profile, standin_port, log, behaviour, api_key_file, logging_extra,
                       server_extra)  # fmt: skip
         write_behaviour(behaviour, initial_behaviour)
-        write_overrides(overrides)
+        write_overrides(overrides, slos)
         render_rules(overrides, rules)
 
         path_env = {"PATH": f"{BINDIR}:{os.environ.get('PATH', '')}"}

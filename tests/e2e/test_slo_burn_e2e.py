@@ -1,0 +1,93 @@
+"""Issue 32 item 1 end to end: an injected latency regression burns the TTFT error budget and
+pages at the fast-burn windows, through the real Prometheus and Alertmanager on the stand-in.
+
+The rules are rendered as users render them (`specserve rules render --overrides`), with the
+chain's 2 s `for` (tests/e2e/stack.py) and an `slos:` section that sets the TTFT objective's
+threshold to SGLang's smallest bucket bound, 0.1 s. The stand-in's clock runs 20x fast; healthy
+here is every step 20x slower than its model (behaviour throughput_scale 0.05: first tokens in
+tens of milliseconds, a dozen requests a second) and the regression 200x (0.005: first tokens
+above 0.1 s). The burn-rate windows are the workbook's own (1h/5m, 6h/30m): on a Prometheus a
+minute old every window holds the whole history, so each window's error ratio is the share of
+bad first tokens since the load started, counted in requests. After HEALTHY_S of good traffic
+the 6x pair (30% bad) is passed once the bad requests are 0.43 times the good ones, the 14.4x
+pair (72%) at 2.6 times: SpecServeErrorBudgetBurn must reach the webhook as a page (severity
+critical, the critical receiver) for slo="ttft", per replica and for the fleet, within the
+deadline; nothing burns before the regression, and availability (no 5xx) never pages.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from specserve.monitoring.slo import TTFT_BUCKETS
+from tests.e2e.load import LoadGenerator
+from tests.e2e.processes import wait_until
+from tests.e2e.stack import Stack, running_stack
+from tests.e2e.webhook import Delivered
+
+pytestmark = pytest.mark.slow
+
+ALERT = "SpecServeErrorBudgetBurn"
+HEALTHY_S = 5.0
+HEALTHY = {"acceptance": 0.6, "throughput_scale": 0.05}
+REGRESSION = {"acceptance": 0.6, "throughput_scale": 0.005}
+# Bad requests come about ten times slower than good ones did: the 6x pair is passed within
+# ~5 x HEALTHY_S; then `for`, an evaluation, Alertmanager's group_wait and a slow machine.
+DEADLINE_S = 120.0
+
+
+def _pages(stack: Stack, since: float) -> list[Delivered]:
+    return [d for d in stack.receiver.find(ALERT, "firing")
+            if d.received_at >= since and d.labels.get("slo") == "ttft"]  # fmt: skip
+
+
+def test_a_latency_regression_burns_the_budget_and_pages(tmp_path) -> None:
+    slos = {"ttft": {"threshold_seconds": TTFT_BUCKETS[0]}}
+    with running_stack(tmp_path / "stack", HEALTHY, slos=slos) as stack:
+        load = LoadGenerator(stack.standin_url, 8, 32, deadline_s=300)
+        load.start()
+        try:
+            load.on()
+            time.sleep(HEALTHY_S)
+            # Healthy: every first token within 0.1 s, no burn at all.
+            ratio_query = 'fleet_slo:sli_error:ratio_rate5m{slo="ttft"}'
+            wait_until("the fleet's TTFT error ratio recorded",
+                       lambda: bool(stack.prometheus.query(ratio_query)), 10,
+                       services=stack.services)  # fmt: skip
+            ratio = stack.prometheus.query(ratio_query)
+            assert all(float(s["value"][1]) == 0.0 for s in ratio), ratio
+            assert ALERT not in stack.prometheus.alert_states()
+            assert not stack.receiver.find(ALERT, "firing")
+
+            switched = time.time()
+            stack.set_behaviour(REGRESSION)
+            try:
+                wait_until(
+                    f"{ALERT} paged for slo=ttft per replica and for the fleet",
+                    lambda: {"instance" in d.labels for d in _pages(stack, switched)}
+                    == {True, False},
+                    DEADLINE_S, services=stack.services,
+                )
+            except AssertionError:
+                for window in ("5m", "1h"):
+                    print(window, stack.prometheus.query(
+                        f'fleet_slo:sli_error:ratio_rate{window}{{slo="ttft"}}'))
+                print(stack.prometheus.query(
+                    "sum by (le) (sglang:time_to_first_token_seconds_bucket)"))
+                raise
+            pages = _pages(stack, switched)
+            assert {d.labels["severity"] for d in pages} == {"critical"}
+            # Routed as a page: the critical severity's receiver.
+            assert {d.path for d in pages} == {"/critical"}, {d.path for d in pages}
+            burn = stack.prometheus.query(
+                'fleet_slo:sli_error:ratio_rate1h{slo="ttft"} / on (slo) group_left () '
+                "slo:error_budget:ratio"
+            )
+            print(f"paged {pages[0].received_at - switched:.1f} s after the regression; "
+                  f"fleet 1h burn now {[s['value'][1] for s in burn]}")
+            assert not [d for d in stack.receiver.find(ALERT, "firing")
+                        if d.labels.get("slo") == "availability"]  # fmt: skip
+        finally:
+            load.stop()
