@@ -1197,10 +1197,16 @@ ALERTS += (
         severity="warning",
         for_="15m",
         window="5m",
+        # The figure, where the servers reporting carry more than the plan by more than the
+        # tolerance: inside it an HPA does not act (its own 0.1), so an autoscaled fleet that
+        # settled at 9 replicas for 9.4 replicas' worth never fires.
         value_expr=(
             f"ceil([[rule:{FLEET_REPLICA_LOAD}]] / [[max_utilisation]])\n"
-            f"> on ({FLEET_BY})\n"
-            f"[[rule:{FLEET_SERVERS}]]"
+            f"and on ({FLEET_BY})\n"
+            "(\n"
+            f"  [[rule:{FLEET_REPLICA_LOAD}]] / on ({FLEET_BY}) [[rule:{FLEET_SERVERS}]]\n"
+            "  > [[max_utilisation]] * (1 + [[tolerance]])\n"
+            ")"
         ),
         comparison=">",
         compare_to=0.0,
@@ -1211,6 +1217,12 @@ ALERTS += (
                 "carry (the autoscaler's target): the headroom left for bursts.",
                 minimum=0.1, maximum=1.0,
             ),
+            Threshold(
+                "tolerance", 0.1, "number",
+                "How far above the plan the servers may run before the alert counts them "
+                "short (the HPA's own tolerance: within it an autoscaler does not act).",
+                minimum=0.0, maximum=1.0,
+            ),
         ),
         summary="The load needs more replicas than serve it: add a node",
         description=(
@@ -1220,8 +1232,9 @@ ALERTS += (
             "inventory and deploy.yml; Kubernetes: the autoscaler's maxReplicas or nodes)."
         ),
         meaning="Decode tokens/s demanded (delivered, scaled by running + queued over running) "
-        "over one replica's speculative throughput (baseline x measured speedup), divided by "
-        "the planned utilisation and rounded up, exceeds the servers reporting: a capacity "
+        "over one replica's speculative throughput (baseline x measured speedup) puts the "
+        "SGLang servers reporting above the planned utilisation by more than the tolerance; "
+        "the value is the load over the planned utilisation, rounded up: a capacity "
         "shortfall, whatever the speedup.",
     ),
 )

@@ -29,7 +29,7 @@ from benchmarks.autoscaling_sim import (
     reversals,
     run,
 )
-from specserve.monitoring.rules import FLEET_REPLICA_LOAD, RECORDING_WINDOW
+from specserve.monitoring.rules import ALERTS_BY_NAME, FLEET_REPLICA_LOAD, RECORDING_WINDOW
 
 REPO = Path(__file__).resolve().parents[2]
 RULES = REPO / "monitoring" / "prometheus" / "specserve-rules.yml"
@@ -110,6 +110,21 @@ def test_the_same_requests_need_more_replicas_when_speculation_fades(
     ratio = (sum(s.load for s in faded) / len(faded)) / (sum(s.load for s in good) / len(good))
     assert ratio == pytest.approx(2.0 / 1.3, rel=0.03)
     assert reversals([s.asked for s in steps]) == 1
+
+
+def test_the_alert_stays_silent_where_the_autoscaler_has_settled(
+    curves: dict[str, list[Step]],
+) -> None:
+    """SpecServeFleetNeedsReplicas counts servers short only past the HPA's tolerance, so a
+    fleet the autoscaler left within it (9 replicas for 9.4 replicas' worth) never fires."""
+    alert = ALERTS_BY_NAME["SpecServeFleetNeedsReplicas"]
+    limit = alert.threshold("max_utilisation").default * (1 + alert.threshold("tolerance").default)
+    assert isinstance(limit, float)
+    settled = (_between(curves["ramp"], 105, 120) + _between(curves["drafter-fades"], 70, 120)
+               + _between(curves["spike"], 60, 80))
+    assert all(s.load / s.serving <= limit for s in settled)
+    # Without the tolerance the ramp's plateau would read short all along.
+    assert any(math.ceil(s.load / TARGET) > s.serving for s in _between(curves["ramp"], 105, 120))
 
 
 # --- the formula is the rule's ------------------------------------------------------------------
