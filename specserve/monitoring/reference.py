@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from specserve.docblocks import Block, ReadSource, code, table
-from specserve.monitoring import rules
+from specserve.monitoring import rules, slo
 from specserve_exporter import config, fields, names, parser
 from specserve_exporter.sources import base as sources
 
@@ -81,14 +81,49 @@ def alerts_table(_root: Path, _read: ReadSource) -> str:
     return table(
         ("Alert", "Severity", "Window", "For", "Meaning", "Thresholds (default)", "Runbook"),
         (
-            (code(a.name), a.severity, a.window or "none", a.for_, a.meaning, _thresholds(a),
+            (code(a.name), a.severity if a.enabled_by_default else f"{a.severity} (opt-in: off "
+             "unless an override enables it)", a.window or "none", a.for_, a.meaning,
+             _thresholds(a),
              f"[runbook](runbooks/{a.runbook_slug}.md)")
             for a in rules.ALERTS
         ),
     )
 
 
+def slo_table(_root: Path, _read: ReadSource) -> str:
+    return table(
+        ("Objective", "Good events", "Target (default)", "Period (default)",
+         "threshold_seconds (default; allowed)"),
+        (
+            (code(o.name), o.help, f"{o.target:g}", o.period,
+             "none" if o.threshold_seconds is None
+             else f"{o.threshold_seconds:g}; {', '.join(f'{b:g}' for b in o.buckets)}")
+            for o in slo.OBJECTIVES
+        ),
+    )  # fmt: skip
+
+
+def burn_rate_table(_root: Path, _read: ReadSource) -> str:
+    alert = {True: "SpecServeErrorBudgetBurn", False: "SpecServeErrorBudgetBurnSlow"}
+    return table(
+        ("Alert", "Severity", "Long window", "Short window", "Burn rate above",
+         "Budget spent when it fires (28d period)"),
+        (
+            (code(alert[r.severity == "critical"]), r.severity, r.long, r.short, f"{r.factor:g}x",
+             f"{r.factor * _days(r.long) / 28:.1%} in {r.long}")
+            for r in slo.BURN_RATES
+        ),
+    )  # fmt: skip
+
+
+def _days(window: str) -> float:
+    number, unit = float(window[:-1]), window[-1]
+    return number * {"m": 1 / 1440, "h": 1 / 24, "d": 1.0}[unit]
+
+
 BLOCKS: tuple[Block, ...] = (
     Block("docs/metrics.md", "metrics", "exporter/specserve_exporter/names.py", metrics_table),
     Block("docs/alerts.md", "alerts", "specserve/monitoring/rules.py", alerts_table),
+    Block("docs/slo.md", "objectives", "specserve/monitoring/slo.py", slo_table),
+    Block("docs/slo.md", "burn-rates", "specserve/monitoring/slo.py", burn_rate_table),
 )
