@@ -18,6 +18,10 @@ Scheduler.on_idle calls on a fully idle scheduler, run on a reporter whose sched
 empty running batch and waiting queue and whose pool holds no request's tokens.
 ["snapshot", name] adds every series as it is at that point, each row with "snapshot": name,
 to the output (the final rows have no such key).
+With "custom_labels" (a list of names) in the request, SGLang starts with
+--tokenizer-metrics-allowed-custom-labels and those names, and first_token, inter_token and
+finished may end with the request's custom labels (a dict), merged over the collector's labels
+as TokenizerManager.collect_metrics merges them.
 """
 
 from __future__ import annotations
@@ -209,15 +213,29 @@ def main() -> None:
     )
     from sglang.srt.server_args import prepare_server_args
 
+    allowed = request.get("custom_labels") or []
+    custom_flags = ["--tokenizer-metrics-allowed-custom-labels", *allowed] if allowed else []
     args = prepare_server_args(
         ["--model-path", request["model_path"], "--served-model-name", request["model_name"],
-         "--device", "cpu", "--enable-metrics"]
+         "--device", "cpu", "--enable-metrics", *custom_flags]
     )  # fmt: skip
     runtime_context.publish(args, role="tokenizer")
     # The label sets TokenizerManager.init_metric_collector_watchdog and
     # SchedulerMetricsCollector.init_new build without priority scheduling, DP or extra labels.
     tok_labels = {"model_name": request["model_name"], "engine_type": "unified"}
     sched_labels = {**tok_labels, "tp_rank": 0, "pp_rank": 0, "moe_ep_rank": 0}
+    if allowed:
+        try:  # 0.5.23: the function the tokenizer manager builds its labels with
+            from sglang.srt.observability.metrics_collector import tokenizer_metric_labels
+        except ImportError:  # 0.5.21: the same statements inline in the tokenizer manager
+            tok_labels.update(dict.fromkeys(args.tokenizer_metrics_allowed_custom_labels, ""))
+        else:
+            tok_labels = tokenizer_metric_labels()
+
+    def labels(extra: list[Any]) -> dict[str, Any]:
+        # collect_metrics: dict(self.metrics_collector.labels), updated with custom_labels.
+        return {**tok_labels, **(extra[0] if extra else {})}
+
     tokenizer = TokenizerMetricsCollector(server_args=args, labels=tok_labels)
     scheduler = SchedulerMetricsCollector(
         labels=sched_labels, enable_lora=False, enable_hierarchical_cache=False,
@@ -231,13 +249,14 @@ def main() -> None:
         elif event in ("constants", "window", "idle"):
             getattr(gauges, event)(*values)
         elif event == "first_token":
-            tokenizer.observe_time_to_first_token(tok_labels, values[0], stream=values[1])
+            tokenizer.observe_time_to_first_token(
+                labels(values[2:]), values[0], stream=values[1])
         elif event == "inter_token":
-            tokenizer.observe_inter_token_latency(tok_labels, values[0], values[1])
+            tokenizer.observe_inter_token_latency(labels(values[2:]), values[0], values[1])
         elif event == "finished":
-            prompt, completion, e2e, verify, stream = values
+            prompt, completion, e2e, verify, stream, *extra = values
             tokenizer.observe_one_finished_request(
-                tok_labels, prompt, completion, 0, e2e, False,
+                labels(extra), prompt, completion, 0, e2e, False,
                 spec_verify_ct=verify, is_streaming=stream,
             )  # fmt: skip
         elif event == "aborted":
