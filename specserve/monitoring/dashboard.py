@@ -62,6 +62,8 @@ from specserve.monitoring.metrics import (
 from specserve.monitoring.rules import (
     ACCEPT_LENGTH_MEAN,
     ALERTS,
+    FLEET_REPLICA_LOAD,
+    FLEET_SERVERS,
     FLEET_SLOWEST_THROUGHPUT,
     FLEET_THROUGHPUT,
     NATIVE_ACCEPT_LENGTH,
@@ -601,7 +603,32 @@ def _fleet_row(settings: Settings) -> Row:
             _target(Query(f"count without (instance, pod) ({replica})", "{{job}}",
                           instant=True), "A")
         ),
+        _capacity_panel(settings),
     ]
+
+
+def _capacity_panel(settings: Settings) -> timeseries.Panel:
+    """The autoscaler's signal (issue 32 item 3): the load in replicas, the replicas it needs at
+    the planned utilisation and the SGLang servers reporting, as SpecServeFleetNeedsReplicas
+    reads them."""
+    window = _window(settings, "SpecServeFleetNeedsReplicas")
+    planned = _number(settings, "SpecServeFleetNeedsReplicas", "max_utilisation")
+    load = inline_rule(FLEET_REPLICA_LOAD, window)
+    return _series(
+        "Replicas the load needs (speculation counted)",
+        "short",
+        [
+            Query(load, f"{{{{namespace}}}} load in replicas ({window})"),
+            Query(f"ceil(({load}) / {planned:g})",
+                  f"{{{{namespace}}}} replicas needed at {planned:g}"),
+            Query(inline_rule(FLEET_SERVERS, window), "{{namespace}} SGLang servers reporting"),
+        ],
+        "Decode tokens/s demanded (SGLang's gen_throughput x (running + queued) / running) "
+        "over what one replica delivers with speculation (the baseline's best bucket x the "
+        "lowest measured speedup): the chart's autoscaler holds the servers at the load over "
+        f"{planned:g}; SpecServeFleetNeedsReplicas fires when the servers stay short of it.",
+        width=24,
+    )
 
 
 def _router_row(settings: Settings) -> Row:
