@@ -7,7 +7,11 @@ that class: the per-class accept length a fleet's rules record is the bench's ow
 
 from __future__ import annotations
 
+import json
+import shutil
+import subprocess
 from collections import defaultdict
+from pathlib import Path
 
 import pytest
 import requests
@@ -21,11 +25,24 @@ from specserve.monitoring.metrics import (
     SGLANG_REQUESTS,
     SGLANG_SPEC_VERIFY_CALLS,
 )
+from specserve.monitoring.rules import CLASS_ACCEPT_LENGTH, RECORDING_WINDOW
 from specserve.profile.classlabel import ALLOWED_LABELS_FLAG, CLASS_LABEL_HEADER, HEADER_FLAG
 from tests.bench.conftest import DRAFTER, RECIPE_FLAGS
 
 LABEL = "workload_class"
 KINDS = ("chat", "code", "math")
+RULES = Path(__file__).resolve().parents[2] / "monitoring" / "prometheus" / "specserve-rules.yml"
+COUNTERS = (SGLANG_GENERATION_TOKENS, SGLANG_REQUESTS, SGLANG_SPEC_VERIFY_CALLS)
+
+
+def _samples(url: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    text = requests.get(url + "/metrics", timeout=10).text
+    return {
+        (sample.name, frozenset(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name in COUNTERS
+    }
 
 
 def _per_class(url: str) -> dict[str, dict[str, float]]:
@@ -90,3 +107,52 @@ def test_the_classes_the_rules_keep_are_the_shipped_prompt_sets() -> None:
     # one as "other": a class added to the prompt set must be added there too.
     prompts, _ = load_prompts(BUILTIN_PROMPTS)
     assert {prompt.kind for prompt in prompts} == set(BUILTIN_CLASSES)
+
+
+def test_the_rules_per_class_record_is_the_bench_runs_own(labelled, bench, tmp_path) -> None:
+    """The recording rule, evaluated by promtool on what the stand-in exposed over one labelled
+    bench run (each counter's increase over a minute), equals per class the bench's own
+    figure: its requests' tokens less their prefill token over their verify passes."""
+    promtool = shutil.which("promtool")
+    assert promtool, "promtool is required (apt-get install prometheus)"
+    before = _samples(labelled.url)
+    run = bench(
+        "--url", labelled.url, "--concurrency", "2", "--requests-per-level", "9",
+        "--max-tokens", "40", "--kinds", "chat,code,multilingual", "--warmup-requests", "0",
+        "--class-label", LABEL, out="record",
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    rows = load_result(run.out_dir / "results.json")["levels"][0]["per_request"]
+    target = {"job": "sglang", "instance": "standin:30000"}
+    after = _samples(labelled.url)
+    series = []
+    for (name, labels), value in after.items():
+        increase = value - before.get((name, labels), 0.0)
+        text = ", ".join(f'{k}="{v}"' for k, v in {**dict(labels), **target}.items())
+        series.append({"series": f"{name}{{{text}}}", "values": f"0 {increase:g}"})
+    # The stand-in serves its model path as the model name, as SGLang does without a name.
+    model = {dict(labels)["model_name"] for _, labels in after}.pop()
+    expected = []
+    for kind in ("chat", "code", "multilingual"):
+        mine = [row for row in rows if row["kind"] == kind]
+        value = sum(r["output_tokens"] - 1 for r in mine) / sum(r["verify_ct"] for r in mine)
+        labels = {**target, "engine_type": "unified", "model_name": model, LABEL: kind}
+        text = ", ".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+        expected.append({"labels": f"{{{text}}}", "value": round(value, 3)})
+    test = {
+        "rule_files": [str(RULES)],
+        "evaluation_interval": "1m",
+        "tests": [{
+            "interval": "1m",
+            "input_series": series,
+            "promql_expr_test": [{
+                "expr": f"round({CLASS_ACCEPT_LENGTH}{RECORDING_WINDOW}, 0.001)",
+                "eval_time": "1m",
+                "exp_samples": expected,
+            }],
+        }],
+    }
+    (tmp_path / "record.yml").write_text(json.dumps(test))
+    done = subprocess.run([promtool, "test", "rules", "record.yml"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
