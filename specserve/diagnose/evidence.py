@@ -17,6 +17,7 @@ import requests
 
 from specserve.monitoring.expansion import AlertSettings, alert_expr
 from specserve.monitoring.rules import ALERTS
+from specserve.profile.classlabel import RULES_CLASS_LABEL
 
 QUERY_TIMEOUT_S = 15
 # The exporter's gauges of the adaptive state (specserve_exporter.names).
@@ -37,7 +38,9 @@ class Seen:
     value: float
 
     def where(self) -> str:
-        keep = ("instance", "pod", "concurrency", "worker", "gpu")
+        # The labels that say where: the server, the bucket, the worker, the GPU, the request
+        # class (SpecDecodeClassAcceptLengthLow's).
+        keep = ("instance", "pod", "concurrency", "worker", "gpu", RULES_CLASS_LABEL)
         return ", ".join(f"{k}={self.labels[k]}" for k in keep if k in self.labels) or "-"
 
 

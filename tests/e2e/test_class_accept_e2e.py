@@ -8,8 +8,9 @@ behaviour file makes the drafter reject (content factor 0: accept length 1.0), o
 class no rule knows (`tenant-x`) and one without a header. Prometheus scrapes SGLang's (the
 stand-in's) own counters: the per-class record holds chat, code and `other` (tenant-x folded in),
 nothing for the unlabelled client; SpecDecodeClassAcceptLengthLow reaches the webhook naming
-`code` while the server's mean stays above the floor (SpecDecodeAcceptLengthLow silent), and is
-delivered resolved once the code client stops. The chain and the 20 s windows are
+`code` while the server's mean stays above the floor (SpecDecodeAcceptLengthLow silent),
+`specserve diagnose` names it first with the class, and it is delivered resolved once the code
+client stops. The chain and the 20 s windows are
 tests/e2e/stack.py's.
 """
 
@@ -24,6 +25,7 @@ import requests
 
 from specserve.monitoring.rules import CLASS_ACCEPT_LENGTH
 from specserve.profile.classlabel import CLASS_LABEL_HEADER, RULES_CLASS_LABEL
+from tests.e2e.diagnose import diagnosed, first_beyond_blind
 from tests.e2e.processes import wait_until
 from tests.e2e.stack import WINDOW, Stack, _seconds, running_stack
 from tests.e2e.webhook import Delivered
@@ -99,6 +101,11 @@ def test_a_class_the_drafter_does_not_fit_is_delivered_by_name(tmp_path) -> None
             assert rows["code"] == pytest.approx(1.0) and rows["chat"] > 1.5, rows
             states = stack.prometheus.alert_states()
             assert "SpecDecodeAcceptLengthLow" not in states, states
+            # The operator's next step names the same cause first, with the class.
+            exit_code, findings, text = diagnosed(stack)
+            assert exit_code == 1, text
+            assert first_beyond_blind(findings) == ("cause", ALERT), text
+            assert "workload_class=code" in text, text
             code.stop.set()
             code.join(timeout=20)
             _delivered(stack, "resolved", time.time())
