@@ -2,7 +2,7 @@
 
 An objective is a share of good events over a period (the SLO window): time to first token and
 inter-token latency under a threshold, from SGLang's own histograms, and availability, the
-share of the router's upstream responses that are not 5xx. `1 - target` is the error budget.
+share of the router's requests answered without a 5xx. `1 - target` is the error budget.
 
 The burn rate of a window is its error ratio over the budget: 1 spends the budget exactly in the
 period, 14.4 spends 2% of a 30-day budget in an hour. The alerts are the Google SRE workbook's
@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from specserve.monitoring.metrics import (
+    ROUTER_REQUESTS,
     ROUTER_UPSTREAM_RESPONSES,
     SGLANG_INTER_TOKEN_LATENCY,
     SGLANG_TIME_TO_FIRST_TOKEN,
@@ -91,12 +92,17 @@ class Objective:
         summed away (the replica labels, for a fleet)."""
         extra = f"{drop}, " if drop else ""
         if self.histogram is None:
-            responses = (f"sum without ({extra}status_code, error_code) "
-                         f"(rate({ROUTER_UPSTREAM_RESPONSES}")
+            # Requests, less those answered without a 5xx. Not 5xx responses over responses:
+            # smg counts a response per attempt, so a request retried on failing workers adds
+            # several 5xx and a success one 2xx (tests/monitoring/test_router_metrics.py). A
+            # request the router refuses itself (503 no_available_workers) is in both counts.
+            total = (f"sum without ({extra}backend_type, connection_mode, model, endpoint, "
+                     f"streaming) (rate({ROUTER_REQUESTS}[{window}]))")
+            answered = (f"sum without ({extra}status_code, error_code) "
+                        f'(rate({ROUTER_UPSTREAM_RESPONSES}{{status_code!~"5.."}}[{window}]))')
             return (
-                f'(\n  {responses}{{status_code=~"5.."}}[{window}]))\n'
-                f"  or\n  {responses}[{window}])) * 0\n)\n"
-                f"/\n({responses}[{window}])) > 0)"
+                f"clamp_min(\n  {total}\n  - (\n    {answered}\n    or\n    {total} * 0\n"
+                f"  ),\n  0\n)\n/\n({total} > 0)"
             )
         # `le=~"X(\.0)?"`: exposition and Prometheus 3 print integer bounds as "2.0", a threshold
         # is written as "2"; no other bound of either preset matches the pattern.
@@ -137,9 +143,9 @@ OBJECTIVES: tuple[Objective, ...] = (
         title="Availability",
         target=0.99,
         period="28d",
-        help="Share of the router's upstream responses that are not 5xx (smg's "
-        "upstream_responses_total): failed and refused requests; fleet only, the router "
-        "does not tell which worker answered.",
+        help="Share of the router's requests (smg's requests_total) answered without a 5xx "
+        "(upstream_responses_total): failed requests and those the router refused count "
+        "against it; fleet only, the router does not tell which worker answered.",
     ),
 )
 OBJECTIVES_BY_NAME: dict[str, Objective] = {o.name: o for o in OBJECTIVES}

@@ -1888,14 +1888,20 @@ SLO_AVAILABILITY_FLEET = {"job": "specserve-router", "router_type": "regular",
 
 
 def _responses(*phases: tuple[float, int]) -> dict[str, str]:
-    """The router's 200 and 503 counters: 100 responses a minute, each phase's share of 503."""
-    def labels(status: str) -> str:
-        return ",".join(f'{k}="{v}"' for k, v in {**ROUTER_LABELS, "status_code": status,
-                                                   "error_code": ""}.items())
+    """The router's counters for 100 requests a minute, each phase's share of them failing: the
+    requests, one 200 per success and three 503 attempts per failure (smg counts a response per
+    attempt, retries included), which must not weigh more than the one request they answer."""
+    def labels(**extra: str) -> str:
+        return ",".join(f'{k}="{v}"' for k, v in {**ROUTER_LABELS, **extra}.items())
 
+    request = labels(backend_type="regular", connection_mode="http", model="kimi",
+                     endpoint="chat", streaming="false")
     return {
-        f"{ROUTER}{{{labels('200')}}}": counter(*((100 * (1 - bad), m) for bad, m in phases)),
-        f"{ROUTER}{{{labels('503')}}}": counter(*((100 * bad, m) for bad, m in phases)),
+        f"smg_router_requests_total{{{request}}}": counter(*((100, m) for _, m in phases)),
+        f"{ROUTER}{{{labels(status_code='200', error_code='')}}}":
+            counter(*((100 * (1 - bad), m) for bad, m in phases)),
+        f"{ROUTER}{{{labels(status_code='503', error_code='no_available_workers')}}}":
+            counter(*((300 * bad, m) for bad, m in phases)),
     }
 
 
@@ -1936,8 +1942,9 @@ CASES["SpecServeErrorBudgetBurn"] = [
         ),
     ),
     Case(
-        "availability: half the router's responses 503 for 30 minutes pages the fleet (6h/30m "
-        "pair: (7/74)/0.01 = 9.5); 200s again resolve it",
+        "availability: half the router's requests failing for 30 minutes (three 503 attempts "
+        "each) pages the fleet at half, not three quarters (6h/30m pair: (7/74)/0.01 = 9.5); "
+        "200s again resolve it",
         _responses((0, 60), (0.5, 30), (0, 60)),
         (
             Check("SpecServeErrorBudgetBurn", "60m"),

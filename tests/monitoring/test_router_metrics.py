@@ -196,3 +196,20 @@ def test_the_router_measures_no_ttft_for_http_workers(scrapes: Scrapes) -> None:
     assert "smg_router_requests_total" in types
     assert 'streaming="true"' in scrapes.final
     assert not {"smg_router_ttft_seconds", "smg_router_tpot_seconds"} & set(types)
+
+
+def test_requests_less_non_5xx_answers_count_the_failed_requests(scrapes: Scrapes) -> None:
+    """The availability SLO's bad events (specserve.monitoring.slo): the router's requests less
+    its answers without a 5xx. A dead worker's requests are retried and each attempt adds a
+    response, so 5xx responses over responses would overcount; requests and non-5xx answers
+    count each request once, those refused with no worker left included."""
+    samples = [s for f in text_string_to_metric_families(scrapes.final) for s in f.samples]
+    requests_total = sum(s.value for s in samples if s.name == metrics.ROUTER_REQUESTS)
+    answered = sum(s.value for s in samples if s.name == metrics.ROUTER_UPSTREAM_RESPONSES
+                   and not s.labels["status_code"].startswith("5"))  # fmt: skip
+    failed = sum(s.value for s in samples if s.name == metrics.ROUTER_UPSTREAM_RESPONSES
+                 and s.labels["status_code"].startswith("5"))  # fmt: skip
+    assert requests_total == len(scrapes.statuses)
+    assert requests_total - answered == sum(code >= 500 for code in scrapes.statuses)
+    # The attempts: more 5xx responses than failed requests whenever one was retried.
+    assert failed >= requests_total - answered
