@@ -28,8 +28,8 @@ def extract_custom_labels(
     """SGLang's OpenAIServingBase.extract_custom_labels (serving_base.py, 0.5.21 and 0.5.23):
     the JSON object of `header` with only the `allowed` names kept, values as sent; None when
     no label is allowed, the header is absent or empty, or it is not JSON (SGLang logs and
-    drops it) or not an object; {} for an object without an allowed name. `header_of` is the request's
-    case-insensitive header lookup."""
+    drops it) or not an object; {} for an object without an allowed name. `header_of` is the
+    request's case-insensitive header lookup."""
     if not allowed or not header:
         return None
     raw = header_of(header)

@@ -2001,7 +2001,10 @@ CASES["SpecServeErrorBudgetBurnSlow"] = [
 # prefill) and `verify` verify calls each, phase after phase. 6 requests a minute of 10 verify
 # calls: 31 tokens accept 3.0 a pass, 13 tokens 1.2.
 def _class_replies(
-    kind: str | None, *phases: tuple[int, int, int], per_min: float = 6, instance: str = SGLANG_NODE1
+    kind: str | None,
+    *phases: tuple[int, int, int],
+    per_min: float = 6,
+    instance: str = SGLANG_NODE1,
 ) -> dict[str, str]:
     labels = {"workload_class": kind} if kind is not None else {}
     return {
