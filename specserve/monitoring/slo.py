@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from specserve.monitoring.metrics import (
     ROUTER_REQUESTS,
     ROUTER_UPSTREAM_RESPONSES,
+    ROUTER_WORKER_RETRIES,
     SGLANG_INTER_TOKEN_LATENCY,
     SGLANG_TIME_TO_FIRST_TOKEN,
 )
@@ -92,17 +93,24 @@ class Objective:
         summed away (the replica labels, for a fleet)."""
         extra = f"{drop}, " if drop else ""
         if self.histogram is None:
-            # Requests, less those answered without a 5xx. Not 5xx responses over responses:
-            # smg counts a response per attempt, so a request retried on failing workers adds
-            # several 5xx and a success one 2xx (tests/monitoring/test_router_metrics.py). A
-            # request the router refuses itself (503 no_available_workers) is in both counts.
+            # Failed requests: 5xx responses less the retries that followed one. smg counts a
+            # response per attempt (a request retried on failing workers adds several 5xx), and
+            # a retry per attempt after the first (tests/monitoring/test_router_metrics.py); a
+            # request the router refuses itself (503 no_available_workers) is one 5xx. Not its
+            # requests less its answers: a request still streaming, or one the router answers
+            # itself (no upstream response), would count as failed, which on a quiet fleet read
+            # as a burn with nothing failing.
             total = (f"sum without ({extra}backend_type, connection_mode, model, endpoint, "
                      f"streaming) (rate({ROUTER_REQUESTS}[{window}]))")
-            answered = (f"sum without ({extra}status_code, error_code) "
-                        f'(rate({ROUTER_UPSTREAM_RESPONSES}{{status_code!~"5.."}}[{window}]))')
+            failed = (f"sum without ({extra}status_code, error_code) "
+                      f'(rate({ROUTER_UPSTREAM_RESPONSES}{{status_code=~"5.."}}[{window}]))')
+            retried = (f"sum without ({extra}worker_type, endpoint) "
+                       f"(rate({ROUTER_WORKER_RETRIES}[{window}]))")
             return (
-                f"clamp_min(\n  {total}\n  - (\n    {answered}\n    or\n    {total} * 0\n"
-                f"  ),\n  0\n)\n/\n({total} > 0)"
+                # group_left keeps the responses' router_type (the retries have none).
+                f"clamp_min(\n  (\n    {failed}\n    - ignoring (router_type) group_left () (\n"
+                f"      {retried}\n      or ignoring (router_type)\n      {failed} * 0\n"
+                f"    )\n  )\n  or\n  {total} * 0,\n  0\n)\n/\n({total} > 0)"
             )
         # `le=~"X(\.0)?"`: exposition and Prometheus 3 print integer bounds as "2.0", a threshold
         # is written as "2"; no other bound of either preset matches the pattern.
@@ -143,9 +151,11 @@ OBJECTIVES: tuple[Objective, ...] = (
         title="Availability",
         target=0.99,
         period="28d",
-        help="Share of the router's requests (smg's requests_total) answered without a 5xx "
-        "(upstream_responses_total): failed requests and those the router refused count "
-        "against it; fleet only, the router does not tell which worker answered.",
+        help="Share of the router's requests (smg's requests_total) that did not fail: failed "
+        "are its 5xx responses (upstream_responses_total) less the retries that followed one "
+        "(worker_retries_total), so a request retried on failing workers counts once and one "
+        "the router refused counts too; fleet only, the router does not tell which worker "
+        "answered.",
     ),
 )
 OBJECTIVES_BY_NAME: dict[str, Objective] = {o.name: o for o in OBJECTIVES}

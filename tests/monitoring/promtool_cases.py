@@ -1887,21 +1887,28 @@ SLO_AVAILABILITY_FLEET = {"job": "specserve-router", "router_type": "regular",
                           "slo": "availability"}
 
 
-def _responses(*phases: tuple[float, int]) -> dict[str, str]:
+def _responses(*phases: tuple[float, int], unanswered: int = 0) -> dict[str, str]:
     """The router's counters for 100 requests a minute, each phase's share of them failing: the
-    requests, one 200 per success and three 503 attempts per failure (smg counts a response per
-    attempt, retries included), which must not weigh more than the one request they answer."""
+    requests, one 200 per success and three 503 attempts per failure with the two retries
+    between them (smg counts a response per attempt and a retry per attempt after the first),
+    which must not weigh more than the one request they answer. `unanswered` more requests a
+    minute get no upstream response (answered by the router itself, or still streaming)."""
     def labels(**extra: str) -> str:
         return ",".join(f'{k}="{v}"' for k, v in {**ROUTER_LABELS, **extra}.items())
 
     request = labels(backend_type="regular", connection_mode="http", model="kimi",
                      endpoint="chat", streaming="false")
+    retries = ",".join(f'{k}="{v}"' for k, v in {
+        "job": ROUTER_LABELS["job"], "instance": ROUTER_LABELS["instance"],
+        "worker_type": "regular", "endpoint": "chat"}.items())  # fmt: skip
     return {
-        f"smg_router_requests_total{{{request}}}": counter(*((100, m) for _, m in phases)),
+        f"smg_router_requests_total{{{request}}}":
+            counter(*((100 + unanswered, m) for _, m in phases)),
         f"{ROUTER}{{{labels(status_code='200', error_code='')}}}":
             counter(*((100 * (1 - bad), m) for bad, m in phases)),
         f"{ROUTER}{{{labels(status_code='503', error_code='no_available_workers')}}}":
             counter(*((300 * bad, m) for bad, m in phases)),
+        f"smg_worker_retries_total{{{retries}}}": counter(*((200 * bad, m) for bad, m in phases)),
     }
 
 
@@ -1951,7 +1958,15 @@ CASES["SpecServeErrorBudgetBurn"] = [
             Check("SpecServeErrorBudgetBurn", "74m", (Firing(SLO_AVAILABILITY_FLEET, "9.5"),)),
             Check("SpecServeErrorBudgetBurn", "130m"),
         ),
-        (("fleet_slo:sli_error:ratio_rate5m", "88m", ((SLO_AVAILABILITY_FLEET, 0.5),)),),
+        ((_rounded("fleet_slo:sli_error:ratio_rate5m"), "88m",
+          ((SLO_AVAILABILITY_FLEET, 0.5),)),),
+    ),
+    Case(
+        "availability: requests with no upstream response (the router's own answers, or still "
+        "streaming: 10 a minute of 110) and none failing: silent, an error ratio of 0",
+        _responses((0, 90), unanswered=10),
+        (Check("SpecServeErrorBudgetBurn", "60m"), Check("SpecServeErrorBudgetBurn", "85m")),
+        (("fleet_slo:sli_error:ratio_rate5m", "60m", ((SLO_AVAILABILITY_FLEET, 0.0),)),),
     ),
     Case(
         "TTFT: 10% of requests above 2 s for 2 hours burns 2x on every window: below the "
