@@ -20,7 +20,7 @@ PLAY = ROOT / "playbooks" / "teardown.yml"
 # What the play matches by name: the server's container and the prepared one (server role),
 # every *_container(_name) setting of these roles that defaults to a name after the server,
 # and, on the router's host, the router's.
-NAMED_AFTER_THE_SERVER = ("exporter", "monitoring")
+NAMED_AFTER_THE_SERVER = ("exporter", "dcgm_exporter", "monitoring")
 TEMPLATE = re.compile(r"^\{\{ *(\w+) *\}\}$")
 
 

@@ -23,6 +23,7 @@ import pytest
 
 from specserve.bench.client import describe_http_error
 from specserve.bench.server import SERVER_INFO_PATHS, ServerError, server_info
+from specserve.profile.classlabel import RULES_CLASS_LABEL
 from specserve.upstream import VERIFIED_VERSIONS, SGLangContract, sglang_contract
 from tests.contract.product_refs import CALL_SOURCES, METRIC_SOURCES, ROOT, EndpointCall, MetricRef
 from tests.contract.promql import selectors
@@ -115,7 +116,13 @@ def _base_metric(contract: SGLangContract, series: str) -> str | None:
 
 def _allowed_labels(contract: SGLangContract, series: str, base: str) -> frozenset[str]:
     extra = [labels for suffix, labels in HISTOGRAM_LABELS.items() if series.endswith(suffix)]
-    return contract.metric_labels(base) | TARGET_LABELS | frozenset().union(*extra)
+    labels = contract.metric_labels(base) | TARGET_LABELS | frozenset().union(*extra)
+    # The request-class label (server.request_class_label) is one of SGLang's allowed custom
+    # labels, declared on every tokenizer metric beside `priority` (0.5.21: TokenizerManager's
+    # metric labels; 0.5.23: metrics_collector.tokenizer_metric_labels), so where `priority` is.
+    if "priority" in contract.metric_labels(base):
+        labels |= {RULES_CLASS_LABEL}
+    return labels
 
 
 def _unknown_metric(contract: SGLangContract, ref: MetricRef) -> str:

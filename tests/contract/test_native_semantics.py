@@ -38,6 +38,7 @@ from specserve.monitoring.rules import (
     NATIVE_GRAPH_RATIO,
     RECORDING_RULES_BY_FAMILY,
 )
+from specserve.profile.classlabel import RULES_CLASS_LABEL
 from specserve.standin.metrics import ITL_BUCKETS, TTFT_BUCKETS
 from specserve.upstream import VERIFIED_VERSIONS
 from tests.contract.sglang_venv import venv_python, venv_root
@@ -135,7 +136,9 @@ def test_the_rules_use_those_counters_and_modes() -> None:
         SGLANG_SPEC_VERIFY_CALLS
     ), accept
     numerator = accept[: accept.index("/")]
-    assert f"- sum without (is_streaming, priority) (rate({SGLANG_REQUESTS}[5m]))" in numerator
+    # The request-class label summed away too: the server-wide figure with labelled traffic.
+    assert (f"- sum without (is_streaming, priority, {RULES_CLASS_LABEL}) "
+            f"(rate({SGLANG_REQUESTS}[5m]))") in numerator
     assert f"max without (tp_rank, pp_rank, moe_ep_rank, priority) (rate({SGLANG_RETRACTED_REQUESTS}[5m]))" in numerator, numerator  # noqa: E501
     graph = recording_expr(RECORDING_RULES_BY_FAMILY[NATIVE_GRAPH_RATIO], "5m")
     assert 'mode=~"decode_cuda_graph|decode_none"' in graph and "prefill" not in graph, graph
