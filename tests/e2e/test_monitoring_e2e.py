@@ -119,6 +119,13 @@ BLOCK_DRAFTER_METRIC = re.compile(
     r"\bspecserve_decode_(last_block_accept_length|last_cap_length|"
     r"uncapped_accept_length_estimate)\b"
 )
+FLEET_NEEDS_REPLICAS = re.compile(r"^grafana alert SpecServeFleetNeedsReplicas ")
+# Per request class: data only for traffic labelled by class (server.request_class_label), which
+# this stack's profile does not set; tests/e2e/test_class_accept_e2e.py runs it labelled.
+CLASS_ACCEPT = re.compile(r"^grafana alert SpecDecodeClassAcceptLengthLow ")
+# May hold while drafts are rejected: each replica then delivers less than the baseline, so the
+# same load needs more replicas (the capacity model counts the measured speedup).
+FLEET_NEEDS = "SpecServeFleetNeedsReplicas"
 LOOKBACK_S = 60
 WRITE_IMAGE_ENV = "SPECSERVE_WRITE_DASHBOARD_IMAGE"
 IMAGE = ROOT / "docs" / "images" / "dashboard.png"
@@ -227,7 +234,7 @@ def _phase_drafts_rejected(stack: Stack) -> None:
     switched = time.time()
     stack.set_behaviour(DRAFTS_REJECTED)
     alert = _delivered_within(
-        stack, REJECTED, "firing", switched, {BELOW, REJECTED, ACCEPT_LOW} | SWITCHING
+        stack, REJECTED, "firing", switched, {BELOW, REJECTED, ACCEPT_LOW, FLEET_NEEDS} | SWITCHING
     )
     assert alert.path == "/critical" and alert.labels["severity"] == "critical"
     description = alert.annotations["description"]
@@ -242,7 +249,7 @@ def _phase_drafts_rejected(stack: Stack) -> None:
     # SpecDecodeBelowBaseline back while SpecDecodeDraftsRejected fires for the same instance.
     wait_until(f"{BELOW} inhibited by {REJECTED}", lambda: _inhibited(stack, BELOW), 15,
                services=stack.services)  # fmt: skip
-    _hold_firing(stack, {BELOW, REJECTED}, {BELOW, REJECTED, ACCEPT_LOW} | SWITCHING)
+    _hold_firing(stack, {BELOW, REJECTED}, {BELOW, REJECTED, ACCEPT_LOW, FLEET_NEEDS} | SWITCHING)
     # The rejecting drafter is the cause, first, and it explains the throughput below the
     # baseline, which is no longer listed on its own.
     code, findings, text = diagnosed(stack)
@@ -264,7 +271,7 @@ def _phase_recovery(stack: Stack) -> list[str]:
     prom = stack.prometheus
     switched = time.time()
     stack.set_behaviour(RECOVERED)
-    allowed = {BELOW, REJECTED, ACCEPT_LOW} | SWITCHING
+    allowed = {BELOW, REJECTED, ACCEPT_LOW, FLEET_NEEDS} | SWITCHING
 
     def resolved_at_prometheus() -> bool:
         _only(stack, allowed)
@@ -468,7 +475,7 @@ def _phase_short_replies_rejected(stack: Stack) -> None:
     load.start()
     load.on()
     try:
-        allowed = {BELOW, REJECTED, ACCEPT_LOW} | SWITCHING
+        allowed = {BELOW, REJECTED, ACCEPT_LOW, FLEET_NEEDS} | SWITCHING
         alert = _delivered_within(stack, REJECTED, "firing", switched, allowed)
         mean = re.search(rf"over {WINDOW} is (\d+\.\d{{3}}) \(alert below 1\.05;",
                          alert.annotations["description"])  # fmt: skip
@@ -523,12 +530,19 @@ def test_alerts_delivered_through_the_real_chain(tmp_path: Path) -> None:
         assert load.errors == [], load.errors[:3]
         assert load.completed > 0
 
-        # The DCGM exemption (those four GPU panels need a DCGM exporter) and the block
-        # drafters' panel (three queries of gauges an EAGLE3 server never prints), nothing else.
-        not_dcgm = [item for item in empty if not DCGM_METRIC.search(item)]
-        not_exempt = [item for item in not_dcgm if not BLOCK_DRAFTER_METRIC.search(item)]
+        # Exempt, each for its reason, nothing else: the DCGM queries (GPU panels and alerts
+        # need a DCGM exporter), the block drafters' panel (gauges an EAGLE3 server never
+        # prints), the per-class alert (no labelled traffic here), and the fleet's "replicas
+        # the load needs" alert, whose value exists only while the load runs past the fleet's
+        # capacity (its rule text is evaluated by promtool in
+        # tests/monitoring/test_autoscaling_sim.py; here it may hold in the drafts-rejected
+        # phases, where each replica delivers less).
+        exempt = (DCGM_METRIC, BLOCK_DRAFTER_METRIC, FLEET_NEEDS_REPLICAS, CLASS_ACCEPT)
+        not_exempt = [item for item in empty if not any(p.search(item) for p in exempt)]
         assert not_exempt == [], "expressions without data:\n" + "\n".join(not_exempt)
-        assert len(not_dcgm) == 3 and len(empty) == 7, empty
+        # The first two exemptions still exempt something (neither is stale).
+        assert sum(bool(BLOCK_DRAFTER_METRIC.search(item)) for item in empty) == 3, empty
+        assert any(DCGM_METRIC.search(item) for item in empty), empty
         assert stack.prometheus.query('count({__name__=~"DCGM_.+"})') == []
 
         out = tmp_path / "dashboard.png"
