@@ -55,44 +55,45 @@ def _evidence(seen: Sequence[Seen], state: str | None) -> tuple[str, ...]:
     return tuple(f"{item.where()}: value {item.value:.4g}{status}" for item in seen)
 
 
+def _alert_finding(evidence: Evidence, name: str, explained: tuple[str, ...] = ()) -> Finding:
+    meaning = MEANINGS[name]
+    seen = [item for item in evidence.seen if item.alert == name]
+    return Finding(meaning.role, name, meaning.cause, meaning.fix,
+                   _evidence(seen, evidence.states.get(name)), explained, meaning.rank)
+
+
+def _static_finding(issue: Issue) -> tuple[str, str]:
+    """(title, source) of a finding from `check` or from a bench result (field `bench: ...`)."""
+    if issue.field.startswith("bench:"):
+        return issue.field, "a bench result"
+    return f"profile: {issue.field}", "specserve check"
+
+
 def judge(evidence: Evidence, profile_issues: Sequence[Issue] = ()) -> Verdict:
     holding = evidence.holding()
-    findings: list[Finding] = []
+    ranked = sorted(holding, key=lambda n: (MEANINGS[n].role, MEANINGS[n].rank))
     # A holding cause folds what it explains: symptoms, and a broader cause's reading of the
     # same fact (decode passes off the graphs read as "graphs off" while the misses at high
     # batch say which). The table has no cycle (tests/diagnose/test_causes.py).
     explained = {name for cause in holding if MEANINGS[cause].role is Role.CAUSE
                  for name in MEANINGS[cause].explains if name in holding}  # fmt: skip
-    for name in sorted(holding, key=lambda n: (MEANINGS[n].role, MEANINGS[n].rank)):
-        meaning = MEANINGS[name]
-        if meaning.role is not Role.CAUSE or name in explained:
-            continue
-        covers = tuple(sorted(set(meaning.explains) & holding))
-        findings.append(Finding(
-            Role.CAUSE, name, meaning.cause, meaning.fix,
-            _evidence([s for s in evidence.seen if s.alert == name], evidence.states.get(name)),
-            covers, meaning.rank))
-    # What `check` finds holds whatever the load: a cause when something is slow, a latent risk
-    # (context, exit 0) while every measured condition is healthy.
+    findings = [
+        _alert_finding(evidence, name, tuple(sorted(set(MEANINGS[name].explains) & holding)))
+        if MEANINGS[name].role is Role.CAUSE else _alert_finding(evidence, name)
+        for name in ranked if name not in explained
+    ]
+    # What `check` (or a bench result) finds holds whatever the load: a cause when something
+    # is slow, a latent risk (context, exit 0) while every measured condition is healthy.
     latent: list[str] = []
     for issue in profile_issues:
+        title, source = _static_finding(issue)
         if not holding:
-            where = "" if issue.field.startswith("bench:") else "profile, "
-            latent.append(f"{where}latent ({issue.severity.value}): {issue.field}: "
-                          f"{issue.problem}. Fix: {issue.fix}")
-            continue
-        source = "a bench result" if issue.field.startswith("bench:") else "specserve check"
-        title = issue.field if issue.field.startswith("bench:") else f"profile: {issue.field}"
-        findings.append(Finding(Role.CAUSE, title, issue.problem, issue.fix,
-                                (f"{source} ({issue.severity.value})",), rank=60))
-    for name in sorted(holding, key=lambda n: (MEANINGS[n].role, MEANINGS[n].rank)):
-        meaning = MEANINGS[name]
-        if meaning.role is Role.CAUSE or name in explained:
-            continue  # listed above, or folded under the cause that explains it
-        findings.append(Finding(
-            meaning.role, name, meaning.cause, meaning.fix,
-            _evidence([s for s in evidence.seen if s.alert == name], evidence.states.get(name)),
-            rank=meaning.rank))
+            latent.append(f"{'' if source == 'a bench result' else 'profile, '}latent "
+                          f"({issue.severity.value}): {issue.field}: {issue.problem}. "
+                          f"Fix: {issue.fix}")
+        else:
+            findings.append(Finding(Role.CAUSE, title, issue.problem, issue.fix,
+                                    (f"{source} ({issue.severity.value})",), rank=60))
     findings.sort(key=lambda f: (f.role, f.rank))
     context = tuple(
         f"{instance}: adaptive speculation {'on' if on else 'off'}"
