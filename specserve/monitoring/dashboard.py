@@ -29,6 +29,7 @@ from grafana_foundation_sdk.models.common import GraphThresholdsStyleMode
 from grafana_foundation_sdk.models.dashboard import (
     DataSourceRef,
     DynamicConfigValue,
+    FieldColorModeId,
     Threshold,
     ThresholdsMode,
     ValueMap,
@@ -36,12 +37,23 @@ from grafana_foundation_sdk.models.dashboard import (
 )
 
 from specserve.monitoring import slo
-from specserve.monitoring.expansion import AlertSettings, default_settings, inline_rule
+from specserve.monitoring.expansion import (
+    AlertSettings,
+    alert_value_expr,
+    default_settings,
+    inline_rule,
+)
 from specserve.monitoring.metrics import (
+    DCGM_ECC_DBE_VOLATILE,
     DCGM_FB_USED,
     DCGM_GPU_TEMP,
     DCGM_GPU_UTIL,
     DCGM_POWER_USAGE,
+    DCGM_POWER_VIOLATION,
+    DCGM_ROW_REMAP_FAILURE,
+    DCGM_THERMAL_VIOLATION,
+    DCGM_UNCORRECTABLE_REMAPPED_ROWS,
+    DCGM_XID_ERRORS,
     ROUTER_REQUEST_DURATION,
     ROUTER_REQUESTS,
     ROUTER_UPSTREAM_RESPONSES,
@@ -62,6 +74,7 @@ from specserve.monitoring.metrics import (
 from specserve.monitoring.rules import (
     ACCEPT_LENGTH_MEAN,
     ALERTS,
+    DRAIN_XIDS,
     FLEET_REPLICA_LOAD,
     FLEET_SERVERS,
     FLEET_SLOWEST_THROUGHPUT,
@@ -524,11 +537,75 @@ def _native_row(settings: Settings) -> Row:
     ]
 
 
-def _gpu_row(settings: Settings) -> Row:
-    return "GPUs (DCGM exporter)", [
+# --- GPU health (issue 32 item 2, docs/gpu-health.md) ---------------------------------------
+# What the six SpecServeGpu* alerts watch, each panel on the alert's own expression (settings
+# applied), so a red panel and a firing alert read the same series. Every series keeps the
+# exporter's labels (gpu, UUID, Hostname) and the target's (instance; node and rank where Ansible
+# scrapes the ranks of a multi-node server), so two nodes' GPU 0 are two series.
+_GPU_LEGEND = "{{Hostname}} GPU {{gpu}}"
+# The drain codes' meanings (rules.DRAIN_XIDS, NVIDIA's Xid catalog; docs/gpu-health.md).
+XID_MEANINGS: dict[int, str] = {
+    48: "double-bit ECC",
+    63: "row remapping pending",
+    64: "row remapping failed",
+    74: "NVLink error",
+    79: "fell off the bus",
+    92: "high single-bit ECC rate",
+    94: "contained ECC error",
+    95: "uncontained ECC error",
+}
+assert tuple(sorted(XID_MEANINGS)) == tuple(sorted(DRAIN_XIDS)), "a drain XID without a meaning"
+# 0: none logged; a drain code: red with its meaning; any other code (an application fault,
+# 13/31/43/45) is unmapped: shown as the number, orange from the panel's thresholds.
+_XID_MAPPINGS = [
+    ValueMap(options={
+        "0": ValueMappingResult(text="none", color="green", index=0),
+        **{str(code): ValueMappingResult(text=f"XID {code}: {XID_MEANINGS[code]} (drain)",
+                                         color="red", index=index)
+           for index, code in enumerate(DRAIN_XIDS, start=1)},
+    }),
+]  # fmt: skip
+_REMAP = [
+    ValueMap(options={
+        "0": ValueMappingResult(text="ok", color="green", index=0),
+        "1": ValueMappingResult(text="remap failed: RMA", color="red", index=1),
+    })
+]  # fmt: skip
+
+
+def _alert_query(settings: Settings, name: str) -> str:
+    """The alert's value query as its rules evaluate it, with the settings' thresholds."""
+    (alert,) = [a for a in ALERTS if a.name == name]
+    return alert_value_expr(alert, settings[name].threshold_text, inline=True)
+
+
+def _gpu_state(title: str, query: Query, mappings: list[Any], description: str,
+               width: int) -> Any:
+    return (
+        statetimeline.Panel()
+        .title(title)
+        .description(description)
+        .unit("short")
+        .datasource(DATASOURCE)
+        .mappings(mappings)
+        .color_scheme(dashboard.FieldColor().mode(FieldColorModeId.THRESHOLDS))
+        .thresholds(_thresholds((None, "green"), (1, "orange")))
+        .no_value(NEEDS_DCGM)
+        .height(8)
+        .span(width)
+        .with_target(_target(query, "A"))
+    )
+
+
+def _gpu_health_row(settings: Settings) -> Row:
+    gpus = _number(settings, "SpecServeGpuMissing", "gpus")
+    share = _number(settings, "SpecServeGpuThrottled", "max_share")
+    nvlink = _number(settings, "SpecServeGpuNvlinkErrors", "max_errors")
+    drain = ", ".join(str(code) for code in DRAIN_XIDS)
+    context = [
         _series(
             title, unit,
-            [Query(f"max by (Hostname, gpu) ({metric})", "{{Hostname}} GPU {{gpu}}")],
+            [Query(f"max by (instance, Hostname, gpu) ({metric})", _GPU_LEGEND)],
             f"{metric} from dcgm-exporter.",
             width=6, no_value=NEEDS_DCGM,
         )
@@ -538,6 +615,75 @@ def _gpu_row(settings: Settings) -> Row:
             ("GPU power", DCGM_POWER_USAGE, "watt"),
             ("GPU temperature", DCGM_GPU_TEMP, "celsius"),
         )
+    ]
+    return "GPU health (DCGM exporter)", [
+        _series(
+            "GPUs seen per node",
+            "short",
+            [Query(_alert_query(settings, "SpecServeGpuMissing"), "{{Hostname}} {{instance}}")],
+            "GPUs each node's DCGM exporter reports (0 while the exporter is down), against "
+            f"the profile's GPUs per node ({gpus:g}, the line): SpecServeGpuMissing fires "
+            "below it. A GPU that fell off the bus (XID 79) leaves the count.",
+            width=8, no_value=NEEDS_DCGM,
+            thresholds=_thresholds((None, "red"), (gpus, "green")),
+        ),
+        _gpu_state(
+            "Last XID per GPU",
+            Query(DCGM_XID_ERRORS, _GPU_LEGEND),
+            _XID_MAPPINGS,
+            f"{DCGM_XID_ERRORS}: the last XID the driver logged for each GPU. Red: a drain "
+            f"code ({drain}), SpecServeGpuXidDrain fires; orange: another code (an application "
+            "fault such as 13, 31, 43 or 45 fails a request, not the node).",
+            width=16,
+        ),
+        _series(
+            "Uncorrectable memory errors (15m)",
+            "short",
+            [Query(f"increase({DCGM_ECC_DBE_VOLATILE}[15m])", f"{_GPU_LEGEND} double-bit ECC"),
+             Query(f"increase({DCGM_UNCORRECTABLE_REMAPPED_ROWS}[15m])",
+                   f"{_GPU_LEGEND} rows remapped")],
+            "Double-bit ECC errors and rows remapped for uncorrectable errors over 15m, as "
+            "SpecServeGpuUncorrectableEcc reads them: above 0 it fires.",
+            width=8, no_value=NEEDS_DCGM,
+            thresholds=_thresholds((None, "green"), (0.5, "red")),
+        ),
+        _gpu_state(
+            "Row remap failure",
+            Query(DCGM_ROW_REMAP_FAILURE, _GPU_LEGEND),
+            _REMAP,
+            f"{DCGM_ROW_REMAP_FAILURE}: 1 when a GPU could not remap a failing row "
+            "(SpecServeGpuRowRemapFailure): the bad memory stays in use, the GPU needs service.",
+            width=8,
+        ),
+        _series(
+            "NVLink errors (5m)",
+            "short",
+            [Query(_alert_query(settings, "SpecServeGpuNvlinkErrors"), _GPU_LEGEND)],
+            "NVLink CRC flit/data, replay and recovery errors over 5m per GPU, as "
+            f"SpecServeGpuNvlinkErrors sums them; above {nvlink:g} (the line) for 10m it fires.",
+            width=8, no_value=NEEDS_DCGM,
+            thresholds=_thresholds((None, "green"), (nvlink, "orange")),
+        ),
+        _series(
+            "Clocks held down (power + thermal)",
+            "percentunit",
+            [Query(_alert_query(settings, "SpecServeGpuThrottled"), _GPU_LEGEND)],
+            "Share of the last 5m each GPU's clocks were held down by power or thermal limits "
+            f"(the violation counters, µs): above {share:g} (the line) for 15m "
+            "SpecServeGpuThrottled fires.",
+            no_value=NEEDS_DCGM,
+            thresholds=_thresholds((None, "green"), (share, "orange")),
+        ),
+        _series(
+            "Clocks held down, by reason",
+            "percentunit",
+            [Query(f"rate({DCGM_POWER_VIOLATION}[5m]) / 1e6", f"{_GPU_LEGEND} power"),
+             Query(f"rate({DCGM_THERMAL_VIOLATION}[5m]) / 1e6", f"{_GPU_LEGEND} thermal")],
+            "The two reasons the throttle alert adds up: power capping (a PSU or the power "
+            "limit) and temperature (cooling, a failing fan).",
+            no_value=NEEDS_DCGM,
+        ),
+        *context,
     ]
 
 
@@ -795,7 +941,7 @@ def build_dashboard(settings: Settings | None = None) -> dict[str, Any]:
         )
     )
     for row in (_accept_length_row, _throughput_row, _server_row, _exporter_row,
-                _native_row, _gpu_row, _fleet_row, _router_row, _slo_row):
+                _native_row, _gpu_health_row, _fleet_row, _router_row, _slo_row):
         title, panels = row(settings)
         builder = builder.with_row(dashboard.Row(title))
         for panel in panels:
