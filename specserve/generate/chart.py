@@ -82,9 +82,12 @@ def values_schema(read_source: ReadSource) -> str:
         profile.pop(key, None)
     schema["$defs"]["profile"] = profile
     # Imported here like the profile library below: the chart's other files need neither.
-    from specserve.monitoring.helm import slo_values_schema
+    from specserve.monitoring.helm import profile_thresholds_schema, slo_values_schema
 
-    schema["properties"]["prometheusRule"]["properties"]["slos"] = slo_values_schema()
+    rules = schema["properties"]["prometheusRule"]["properties"]
+    rules["slos"] = slo_values_schema()
+    # The thresholds a profile fact sets (null: the fact): checked where they are named.
+    rules["alerts"]["allOf"] = profile_thresholds_schema()
     # Empty selects the chart's default profile; anything else must be a whole, valid profile.
     schema["properties"]["profile"] = {
         "description": "The deployment profile (docs/profile.md), checked against the same JSON "

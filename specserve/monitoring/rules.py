@@ -1327,8 +1327,9 @@ ALERTS += (
         comparison="<",
         compare_to=Threshold(
             "gpus", 8.0, "number",
-            "GPUs each node must show: the profile's GPUs per node (tensor x data parallel "
-            "over nodes).",
+            "GPUs each node must show: the profile's GPUs per node (gpu.count: tensor x data "
+            "parallel over nodes). Ansible and the chart set it from the profile (the chart's "
+            "value is null: a number wins); the stock rule file says 8.",
             minimum=1.0,
         ),
         summary="A node shows fewer GPUs than the profile needs",

@@ -2,8 +2,9 @@
 the Python source for the same settings, window overrides included.
 
 The template is placed in a throw-away chart with the generated default values, as the chart in
-charts/ copies it; `helm template` renders it and the PrometheusRule's spec must equal
-`render_rules` with the equivalent overrides and pass promtool.
+charts/ copies it, and the chart's profile-fact helpers (a threshold the profile sets reads
+them); `helm template` renders it and the PrometheusRule's spec must equal `render_rules` with
+the equivalent overrides and pass promtool.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from specserve.monitoring.prometheus import render_rules
 from specserve.monitoring.rules import ALERTS
 from specserve.monitoring.yamlio import dump_yaml
 
-from .conftest import MONITORING, run, run_helm
+from .conftest import MONITORING, REPO, run, run_helm
 from .promtool_cases import (
     DRAFTS_REJECTED_EXPR_1M,
     WINDOW_OVERRIDE_DIR,
@@ -36,6 +37,13 @@ def chart(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "Chart.yaml").write_text("apiVersion: v2\nname: rules\nversion: 0.1.0\n")
     (root / "templates" / "prometheusrule.yaml").write_text(helm_template())
     (root / "values.yaml").write_text(helm_values_text())
+    # The profile facts (SpecServeGpuMissing's GPU count): the helpers and the files they read.
+    source = REPO / "charts" / "specserve"
+    (root / "templates" / "_helpers.tpl").write_text(
+        (source / "templates" / "_helpers.tpl").read_text())
+    for name in ("files/profiles/default.yaml", "files/profile-defaults.yaml"):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text((source / name).read_text())
     return root
 
 
