@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 try:
-    from specserve.profile.endpoints import probe_host
+    from specserve.profile.endpoints import probe_host, url_host
     from specserve.profile.facts import load_facts
     from specserve.profile.loader import ProfileError
 except ImportError:  # pragma: no cover - depends on how ansible-playbook was started
@@ -47,6 +47,13 @@ def local_host(host: str) -> str:
     return probe_host(str(host or ""))
 
 
+def host_in_url(host: str) -> str:
+    """`host` as it stands before `:port` (an IPv6 address in brackets)."""
+    _library()
+    return url_host(str(host or ""))
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
-        return {"specserve_profile_facts": profile_facts, "specserve_local_host": local_host}
+        return {"specserve_profile_facts": profile_facts, "specserve_local_host": local_host,
+                "specserve_url_host": host_in_url}
