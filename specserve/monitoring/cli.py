@@ -83,7 +83,10 @@ def _handle(args: argparse.Namespace) -> int:
         slos = load_slos(args.overrides)
         return _render(args, lambda overrides, base_url: render_rules(overrides, base_url, slos))
     if command == "grafana-alerts":
-        return _render(args, grafana_alert_rules)
+        slos = load_slos(args.overrides)
+        return _render(
+            args, lambda overrides, base_url: grafana_alert_rules(overrides, base_url, slos)
+        )
     if command == "helm-template":
         _emit(helm_template(), args.out)
         return 0

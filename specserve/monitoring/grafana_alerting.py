@@ -7,8 +7,13 @@ as the Prometheus rule; condition C. The Prometheus datasource is referenced as
 `${SPECSERVE_PROMETHEUS_DATASOURCE_UID}`, which Grafana's provisioning expands from its
 environment (the datasource provisioning file uses the same variable).
 
-The SLO burn-rate alerts are not here: they read the Prometheus rule file's SLO records at six
-windows up to 3 days, which Grafana cannot inline into one instant query (docs/slo.md).
+The SLO burn-rate alerts inline their records too (slo.inline_burn_expr): each enabled
+objective's error ratio at the pairs' windows (up to 3d: any instant query may read them) over
+`1 - target`, from the same overrides file's `slos:` as the rule file, each objective's series
+labelled `slo` as the records are. Grafana's own Alertmanager has no inhibition rules, so the
+ticket's query (SpecServeErrorBudgetBurnSlow) leaves out the series where the page's condition
+holds for the same objective and scope, as the Alertmanager example's inhibit rule does
+(docs/slo.md).
 """
 
 from __future__ import annotations
@@ -17,9 +22,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from specserve.monitoring.expansion import alert_annotations, alert_value_expr, compare_text
-from specserve.monitoring.overrides import resolve_settings
+from specserve.monitoring.overrides import resolve_settings, resolve_slos
 from specserve.monitoring.routing import SEVERITY_ROUTES, WARNING_RECEIVER, policy_tree
 from specserve.monitoring.rules import ALERTS, DEFAULT_RUNBOOK_BASE_URL, Alert
+from specserve.monitoring.slo import OBJECTIVES, inline_burn_expr
 
 DATASOURCE_UID_ENV = "SPECSERVE_PROMETHEUS_DATASOURCE_UID"
 DATASOURCE_UID_REF = "${" + DATASOURCE_UID_ENV + "}"
@@ -54,8 +60,9 @@ def _expression(ref_id: str, model: dict[str, Any]) -> dict[str, Any]:
 
 
 def grafana_rule(
-    alert: Alert, threshold: Any, for_: str, runbook_base_url: str
+    alert: Alert, threshold: Any, for_: str, runbook_base_url: str, expr: str | None = None
 ) -> dict[str, Any]:
+    """The rule of `alert`; `expr` replaces its inlined value query (the SLO burn rates)."""
     limit = float(compare_text(alert, threshold))
     annotations = alert_annotations(alert, threshold, runbook_base_url)
     return {
@@ -69,7 +76,7 @@ def grafana_rule(
                 "datasourceUid": DATASOURCE_UID_REF,
                 "model": {
                     "refId": QUERY_REF,
-                    "expr": alert_value_expr(alert, threshold, inline=True),
+                    "expr": expr or alert_value_expr(alert, threshold, inline=True),
                     "instant": True,
                     "range": False,
                     "editorMode": "code",
@@ -107,14 +114,26 @@ def grafana_rule(
 def grafana_alert_rules(
     overrides: Mapping[str, Any] | None = None,
     runbook_base_url: str = DEFAULT_RUNBOOK_BASE_URL,
+    slos: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
+    """The provisioning file with the alert `overrides` and the SLO settings `slos` (an
+    overrides file's `alerts:` and `slos:`, as render_rules takes them)."""
     settings = resolve_settings(overrides or {})
-    rules = [
-        grafana_rule(alert, settings[alert.name].threshold_text, settings[alert.name].for_,
-                     runbook_base_url)
-        for alert in ALERTS
-        if settings[alert.name].enabled and not alert.needs_slo_records
-    ]
+    objectives = resolve_slos(slos)
+    enabled = [(objective, objectives[objective.name].text) for objective in OBJECTIVES
+               if objectives[objective.name].enabled]  # fmt: skip
+    rules: list[dict[str, Any]] = []
+    for alert in ALERTS:
+        effective = settings[alert.name]
+        if not effective.enabled:
+            continue
+        expr = None
+        if alert.needs_slo_records:
+            if not enabled:
+                continue  # every objective off: the rule file's alert has no record to read
+            expr = inline_burn_expr(alert.severity, enabled)
+        rules.append(grafana_rule(alert, effective.threshold_text, effective.for_,
+                                  runbook_base_url, expr))  # fmt: skip
     return {
         "apiVersion": 1,
         "groups": [

@@ -24,7 +24,7 @@ threshold between two bounds could only be interpolated, which a ratio of counte
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from specserve.monitoring.metrics import (
@@ -212,3 +212,68 @@ def burn_expr(severity: str) -> str:
             short = _burn(ratio, rate.short, rate.factor).replace("\n", "\n  ")
             pairs.append(f"(\n  {long}\n  and\n  {short}\n)")
     return "\nor\n".join(pairs)
+
+
+# The ticket is silent while the page's condition holds for the same objective and scope: a
+# slower burn of what already pages is no news. Alertmanager inhibits it (its example's
+# inhibit rule, specserve.monitoring.alertmanager); Grafana's own Alertmanager has no
+# inhibitions, so the Grafana-managed ticket's query leaves those series out (inline_burn_expr).
+SILENCED_BY: dict[str, str] = {"warning": "critical"}
+
+
+def scopes(objective: Objective) -> tuple[str, ...]:
+    """`drop` of bad_over_total per scope an objective is measured at, in the records' order:
+    per replica ("": latency only, the router does not say which worker answered) and per
+    fleet (the replica labels summed away)."""
+    return ("", REPLICA_LABELS) if objective.histogram is not None else (REPLICA_LABELS,)
+
+
+def _indent(text: str) -> str:
+    return "\n".join(f"  {line}" for line in text.splitlines())
+
+
+def _inline_pairs(
+    objective: Objective, setting: Callable[[str], str], severity: str,
+    rates: Sequence[BurnRate],
+) -> str:
+    """burn_expr's pairs of one objective, each record inlined: its error ratio over the
+    budget `1 - target` (Prometheus computes it, as the budget record does)."""
+    budget = f"(1 - {setting('target')})"
+    pairs: list[str] = []
+    for drop in scopes(objective):
+        for rate in rates:
+            if rate.severity != severity:
+                continue
+            long, short = (
+                f"(\n{_indent(objective.bad_over_total(window, setting, drop))}\n)\n"
+                f"/ {budget}\n> {rate.factor:g}"
+                for window in (rate.long, rate.short)
+            )
+            pairs.append(f"(\n{_indent(long)}\n  and\n{_indent(short)}\n)")
+    return "\nor\n".join(pairs)
+
+
+def inline_burn_expr(
+    severity: str,
+    objectives: Sequence[tuple[Objective, Callable[[str], str]]],
+    rates: Sequence[BurnRate] = BURN_RATES,
+) -> str:
+    """burn_expr(severity) with the SLO records inlined, for a rule that runs without the rule
+    file (Grafana-managed): one instant query over the raw counters at every window of the
+    pairs (up to 3d, valid in any instant query). `objectives` are the enabled ones, each with
+    its settings' `setting(key)`; a disabled objective has no records, so it is left out here
+    too. Each objective's series get its `slo` label (label_replace: the records carry it as a
+    static label) before the objectives are joined, so two objectives of one target stay two
+    series; per objective the pairs keep burn_expr's order, so the value is the same long
+    window's burn rate. A severity in SILENCED_BY leaves out the series (same objective, same
+    labels: same scope) where the silencing severity's condition holds: Grafana has no
+    inhibition."""
+    parts: list[str] = []
+    for objective, setting in objectives:
+        body = _inline_pairs(objective, setting, severity, rates)
+        silencer = SILENCED_BY.get(severity)
+        if silencer is not None:
+            page = _inline_pairs(objective, setting, silencer, rates)
+            body = f"(\n{_indent(body)}\n)\nunless\n(\n{_indent(page)}\n)"
+        parts.append(f'label_replace(\n{_indent(body)},\n  "slo", "{objective.name}", "", ""\n)')
+    return "\nor\n".join(parts)

@@ -139,6 +139,24 @@ def test_cli_grafana_alerts_honours_overrides(
     assert "SpecDecodeDraftsRejected" in titles
 
 
+def test_cli_grafana_alerts_reads_the_slos_beside_the_alerts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The same file's `slos:` shapes the Grafana burn-rate queries as it shapes the rule file.
+    overrides = tmp_path / "overrides.yml"
+    overrides.write_text(yaml.safe_dump({"slos": {"ttft": {"threshold_seconds": 4},
+                                                  "availability": {"enabled": False}}}))
+    assert main(["rules", "grafana-alerts", "--overrides", str(overrides)]) == 0
+    rules = {r["title"]: r for r in yaml.safe_load(capsys.readouterr().out)["groups"][0]["rules"]}
+    for name in ("SpecServeErrorBudgetBurn", "SpecServeErrorBudgetBurnSlow"):
+        expr = rules[name]["data"][0]["model"]["expr"]
+        assert 'time_to_first_token_seconds_bucket{le=~"4(\\\\.0)?"}' in expr
+        assert "smg_router" not in expr and '"slo", "itl", "", ""' in expr
+    overrides.write_text(yaml.safe_dump({"slos": {"ttft": {"threshold_seconds": 3}}}))
+    assert main(["rules", "grafana-alerts", "--overrides", str(overrides)]) == 2
+    assert "slos.ttft.threshold_seconds: 3 is not a bound" in capsys.readouterr().err
+
+
 def test_cli_render_with_a_window_override(promtool: str, tmp_path: Path) -> None:
     overrides = tmp_path / "overrides.yml"
     overrides.write_text(yaml.safe_dump({"alerts": {
