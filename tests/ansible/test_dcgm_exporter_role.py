@@ -133,6 +133,13 @@ def _gpu_missing_expr(path: Path) -> str:
     return rule["expr"]
 
 
+def _gpus_line(export: Path) -> float:
+    dashboard = json.loads((export / "grafana" / "specserve.json").read_text(encoding="utf-8"))
+    (panel,) = [p for p in dashboard["panels"] if p.get("title") == "GPUs seen per node"]
+    steps = panel["fieldConfig"]["defaults"]["thresholds"]["steps"]
+    return next(s["value"] for s in steps if s["value"] is not None)
+
+
 def test_a_gpu_profile_scrapes_the_exporter_and_counts_its_gpus(tmp_path: Path) -> None:
     # Export mode (the files for a Prometheus of one's own) renders the scrape config and rules.
     export = {"monitoring_enabled": False, "monitoring_source_dir": str(ROOT / "monitoring"),
@@ -146,6 +153,8 @@ def test_a_gpu_profile_scrapes_the_exporter_and_counts_its_gpus(tmp_path: Path) 
     assert _scrape_jobs(tmp_path / "export" / "scrape-config.yml")[DCGM_JOB] == ["127.0.0.1:9400"]
     # SpecServeGpuMissing compares with the profile's GPUs per node (1), not the default 8...
     assert _gpu_missing_expr(tmp_path / "export" / "specserve-rules.yml").endswith("\n< 1")
+    # ... and the dashboard's GPUs-per-node line is at that count too.
+    assert _gpus_line(tmp_path / "export") == 1
     # ... unless the deployment's overrides set it.
     overrides = tmp_path / "overrides.yml"
     overrides.write_text(yaml.safe_dump(
@@ -155,6 +164,7 @@ def test_a_gpu_profile_scrapes_the_exporter_and_counts_its_gpus(tmp_path: Path) 
         "monitoring_export_dir": str(tmp_path / "export-set"),
     })
     assert _gpu_missing_expr(tmp_path / "export-set" / "specserve-rules.yml").endswith("\n< 3")
+    assert _gpus_line(tmp_path / "export-set") == 3
     off = _play(tmp_path, ["specserve", "monitoring"], {
         **export, "specserve_profile": str(KIMI), "specserve_dcgm_exporter_enabled": False,
         "monitoring_export_dir": str(tmp_path / "export-off"),
