@@ -143,9 +143,16 @@ def alert_overrides() -> dict[str, dict[str, Any]]:
     return alerts
 
 
-def write_overrides(path: Path, slos: Mapping[str, Any] | None = None) -> None:
-    """The overrides file: the test's alert overrides, and the SLO settings when given."""
+def write_overrides(
+    path: Path,
+    slos: Mapping[str, Any] | None = None,
+    alerts: Mapping[str, Mapping[str, Any]] | None = None,
+) -> None:
+    """The overrides file: the test's alert overrides (`alerts` replaces an alert's keys it
+    names), and the SLO settings when given."""
     document: dict[str, Any] = {"alerts": alert_overrides()}
+    for name, keys in (alerts or {}).items():
+        document["alerts"][name].update(keys)
     if slos:
         document["slos"] = dict(slos)
     path.write_text(yaml.safe_dump(document), encoding="utf-8")
@@ -205,11 +212,13 @@ def running_stack(
     logging_extra: Mapping[str, Any] | None = None,
     server_extra: Mapping[str, Any] | None = None,
     slos: Mapping[str, Any] | None = None,
+    alerts: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Iterator[Stack]:
     """The chain; optionally with an API key file, extra launcher environment, logging and
     server settings (the secrets matrix plants secrets and forces log rotation through these;
     the graph-miss test sets the stand-in's decode graphs' largest batch), and the overrides
-    file's SLO settings (the burn-rate test sets the TTFT threshold)."""
+    file's SLO settings and alert keys over the test's (the burn-rate test sets the TTFT
+    threshold and the ticket's `for`)."""
     missing = missing_binaries()
     # Installed by scripts/setup/system-packages.sh: absent means a broken setup, not a skip.
     assert not missing, f"{', '.join(missing)} not installed: run scripts/setup/system-packages.sh"
@@ -229,7 +238,7 @@ def running_stack(
         write_profile(profile, standin_port, log, behaviour, api_key_file, logging_extra,
                       server_extra)  # fmt: skip
         write_behaviour(behaviour, initial_behaviour)
-        write_overrides(overrides, slos)
+        write_overrides(overrides, slos, alerts)
         render_rules(overrides, rules)
 
         path_env = {"PATH": f"{BINDIR}:{os.environ.get('PATH', '')}"}

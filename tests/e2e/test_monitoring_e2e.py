@@ -123,6 +123,12 @@ FLEET_NEEDS_REPLICAS = re.compile(r"^grafana alert SpecServeFleetNeedsReplicas "
 # Per request class: data only for traffic labelled by class (server.request_class_label), which
 # this stack's profile does not set; tests/e2e/test_class_accept_e2e.py runs it labelled.
 CLASS_ACCEPT = re.compile(r"^grafana alert SpecDecodeClassAcceptLengthLow ")
+# The SLO burn rates (Grafana's queries inline the error ratios, each pair's windows compared
+# with its factor): data only while an objective burns its budget faster than a pair allows,
+# which no phase here does (the idle phase holds that they do not even turn pending).
+# tests/e2e/test_slo_burn_e2e.py burns one on this stack; tests/monitoring/test_grafana_slo.py
+# holds the queries equal to the rule file's alerts on promtool.
+SLO_BURN = re.compile(r"^grafana alert SpecServeErrorBudgetBurn(Slow)? ")
 # May hold while drafts are rejected: each replica then delivers less than the baseline, so the
 # same load needs more replicas (the capacity model counts the measured speedup).
 FLEET_NEEDS = "SpecServeFleetNeedsReplicas"
@@ -532,12 +538,14 @@ def test_alerts_delivered_through_the_real_chain(tmp_path: Path) -> None:
 
         # Exempt, each for its reason, nothing else: the DCGM queries (GPU panels and alerts
         # need a DCGM exporter), the block drafters' panel (gauges an EAGLE3 server never
-        # prints), the per-class alert (no labelled traffic here), and the fleet's "replicas
+        # prints), the per-class alert (no labelled traffic here), the fleet's "replicas
         # the load needs" alert, whose value exists only while the load runs past the fleet's
         # capacity (its rule text is evaluated by promtool in
         # tests/monitoring/test_autoscaling_sim.py; here it may hold in the drafts-rejected
-        # phases, where each replica delivers less).
-        exempt = (DCGM_METRIC, BLOCK_DRAFTER_METRIC, FLEET_NEEDS_REPLICAS, CLASS_ACCEPT)
+        # phases, where each replica delivers less), and the SLO burn rates, whose values exist
+        # only while an error budget burns (none does here).
+        exempt = (DCGM_METRIC, BLOCK_DRAFTER_METRIC, FLEET_NEEDS_REPLICAS, CLASS_ACCEPT,
+                  SLO_BURN)
         not_exempt = [item for item in empty if not any(p.search(item) for p in exempt)]
         assert not_exempt == [], "expressions without data:\n" + "\n".join(not_exempt)
         # The first two exemptions still exempt something (neither is stale).

@@ -15,6 +15,13 @@ critical, the critical receiver) for slo="ttft", per replica and for the fleet, 
 deadline; then, still firing, its value (the long window's burn) passes 14.4 for the fleet: the
 page holds on the 1h/5m pair too. Nothing burns before the regression, and availability (no
 5xx) never pages.
+
+The ticket, SpecServeErrorBudgetBurnSlow (1x over 3d and 6h, both the whole history here), holds
+from a few seconds after the switch, as soon as the bad first tokens pass 5%; its `for` is set
+to TICKET_FOR, past the page's delivery, so it turns firing while the page fires. Without the
+Alertmanager example's inhibit rule it would then reach the warning webhook (Alertmanager holds
+it, routed to the warning receiver); with it, Alertmanager marks it inhibited by the page of
+the same objective and scope, and the warning webhook never receives a TTFT ticket.
 """
 
 from __future__ import annotations
@@ -32,6 +39,11 @@ from tests.e2e.webhook import Delivered
 pytestmark = pytest.mark.slow
 
 ALERT = "SpecServeErrorBudgetBurn"
+TICKET = "SpecServeErrorBudgetBurnSlow"
+# The ticket holds about 3 s after the switch and the page is delivered about 25 s after it
+# (DEADLINE_S allows 120 s): firing after 120 s, the ticket comes while the page fires.
+TICKET_FOR = "120s"
+TICKET_DEADLINE_S = 120 + 60
 HEALTHY_S = 5.0
 HEALTHY = {"acceptance": 0.6, "throughput_scale": 0.05}
 REGRESSION = {"acceptance": 0.6, "throughput_scale": 0.005}
@@ -55,9 +67,56 @@ def _fleet_burns(stack: Stack, above: float) -> list[float]:
             and float(a["value"]) > above]  # fmt: skip
 
 
+def _firing(stack: Stack, alert: str) -> set[bool]:
+    """Whether the TTFT series of `alert` firing in Prometheus are per replica (True) and/or
+    the fleet's (False)."""
+    return {"instance" in a["labels"] for a in stack.prometheus.alerts()
+            if a["labels"]["alertname"] == alert and a["state"] == "firing"
+            and a["labels"].get("slo") == "ttft"}  # fmt: skip
+
+
+def _tickets_held(stack: Stack) -> list[dict]:
+    """Alertmanager's TTFT tickets (its API reports each one's inhibition and receivers)."""
+    return [a for a in stack.alertmanager_alerts()
+            if a["labels"]["alertname"] == TICKET and a["labels"].get("slo") == "ttft"]
+
+
+def _tickets_delivered(stack: Stack) -> list[Delivered]:
+    return [d for d in stack.receiver.find(TICKET, "firing") if d.labels.get("slo") == "ttft"]
+
+
+def _ticket_inhibited_while_the_page_fires(stack: Stack, switched: float) -> None:
+    wait_until(f"{TICKET} firing in Prometheus for slo=ttft per replica and for the fleet",
+               lambda: _firing(stack, TICKET) == {True, False},
+               TICKET_DEADLINE_S - (time.time() - switched), services=stack.services)
+    print(f"ticket firing {time.time() - switched:.0f} s after the regression")
+    # While the page fires, for both scopes.
+    assert _firing(stack, ALERT) == {True, False}
+    # Alertmanager has both tickets, routed to the warning receiver, and holds them back:
+    # inhibited by a page (which the scenario above would otherwise deliver).
+    wait_until(f"Alertmanager holding both TTFT {TICKET} alerts",
+               lambda: len(_tickets_held(stack)) == 2, 20, services=stack.services)
+    for alert in _tickets_held(stack):
+        assert [r["name"] for r in alert["receivers"]] == ["specserve-warning"], alert
+    # Past group_wait and group_interval (1 s each here) several times over: nothing sent.
+    time.sleep(5)
+    assert not _tickets_delivered(stack), _tickets_delivered(stack)
+    wait_until(f"both TTFT {TICKET} alerts inhibited",
+               lambda: all(a["status"]["state"] == "suppressed" and a["status"]["inhibitedBy"]
+                           for a in _tickets_held(stack)), 10, services=stack.services)
+    pages = {a["fingerprint"]: a["labels"] for a in stack.alertmanager_alerts()
+             if a["labels"]["alertname"] == ALERT}  # fmt: skip
+    for alert in _tickets_held(stack):
+        # Each by the page of its own scope: the same `instance`, or none for the fleet.
+        (source,) = alert["status"]["inhibitedBy"]
+        assert pages[source]["slo"] == "ttft", pages[source]
+        assert pages[source].get("instance") == alert["labels"].get("instance"), pages[source]
+
+
 def test_a_latency_regression_burns_the_budget_and_pages(tmp_path) -> None:
     slos = {"ttft": {"threshold_seconds": TTFT_BUCKETS[0]}}
-    with running_stack(tmp_path / "stack", HEALTHY, slos=slos) as stack:
+    with running_stack(tmp_path / "stack", HEALTHY, slos=slos,
+                       alerts={TICKET: {"for": TICKET_FOR}}) as stack:  # fmt: skip
         load = LoadGenerator(stack.standin_url, 8, 32, deadline_s=300)
         load.start()
         try:
@@ -94,6 +153,9 @@ def test_a_latency_regression_burns_the_budget_and_pages(tmp_path) -> None:
             # Routed as a page: the critical severity's receiver.
             assert {d.path for d in pages} == {"/critical"}, {d.path for d in pages}
             print(f"paged {pages[0].received_at - switched:.1f} s after the regression")
+            # The ticket holds already, pending for TICKET_FOR: it fires while the page fires.
+            assert not _tickets_delivered(stack)
+            _ticket_inhibited_while_the_page_fires(stack, switched)
             wait_until(
                 f"{ALERT} firing for the fleet's TTFT at a burn above 14.4 (the 1h/5m pair)",
                 lambda: bool(_fleet_burns(stack, 14.4)), FAST_PAIR_DEADLINE_S,
@@ -108,5 +170,8 @@ def test_a_latency_regression_burns_the_budget_and_pages(tmp_path) -> None:
             assert short is not None and short > 14.4, short
             assert not [d for d in stack.receiver.find(ALERT, "firing")
                         if d.labels.get("slo") == "availability"]  # fmt: skip
+            # Still firing, still inhibited: no TTFT ticket reached the warning webhook.
+            assert _firing(stack, TICKET) == {True, False}
+            assert not _tickets_delivered(stack), _tickets_delivered(stack)
         finally:
             load.stop()
