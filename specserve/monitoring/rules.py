@@ -42,6 +42,9 @@ from specserve.monitoring.metrics import (
     DCGM_THERMAL_VIOLATION,
     DCGM_UNCORRECTABLE_REMAPPED_ROWS,
     DCGM_XID_ERRORS,
+    ROUTER_RETIRED_LOOKBACK,
+    ROUTER_WORKER_CIRCUIT,
+    ROUTER_WORKER_HEALTH,
     SGLANG_CUDA_GRAPH_PASSES,
     SGLANG_GEN_THROUGHPUT,
     SGLANG_GENERATION_TOKENS,
@@ -1115,6 +1118,28 @@ FLEET_DECODE_TOKENS = "fleet:sglang_gen_throughput:avg"
 FLEET_SERVERS = "fleet:sglang_servers:count"
 REPLICA_CAPACITY = f"fleet:{PREFIX}replica_capacity_tokens_per_second:speculative"
 FLEET_REPLICA_LOAD = f"fleet:{PREFIX}replica_load:ratio"
+FLEET_WORKERS_OUT = "fleet:smg_workers_out_of_rotation:count"
+FLEET_WORKERS_IN = "fleet:smg_workers_in_rotation:count"
+
+# The router's view of the replicas (smg_worker_health 1/0, smg_worker_cb_state 0 closed, 1 open,
+# 2 half-open; a removed worker's series are gone). A replica out of rotation holds its pod and
+# serves nothing, so the autoscaler asks for one more while it is out. Three traps, each kept
+# out: a new replica still loading its weights is not healthy yet (counting it would ask for
+# another, and that one for another: a cascade), so only a worker that was in rotation within
+# ROUTER_RETIRED_LOOKBACK counts; a replica removed by scale-down leaves the router's list (the
+# -1 "gone" of router_worker_state) and must not hold the count up, so only a worker listed now
+# counts; and a removed worker is `draining` (health 0) for 5 s before it goes, so only one out
+# at every sample of the window counts. Several routers list the same workers: each worker
+# counts once per fleet. With a router scraped and nothing out the record is 0; without one,
+# nothing (the autoscaler's query reads that as 0).
+_WORKER = "job, instance, worker"
+
+
+def _fleet_workers(selected: str) -> str:
+    return (
+        f"count by ({FLEET_BY}) (group by ({FLEET_BY}, worker) (\n{selected}\n))\n"
+        f"or\ngroup by ({FLEET_BY}) ({ROUTER_WORKER_HEALTH}) * 0"
+    )
 
 RECORDING_RULES += (
     RecordingRule(
@@ -1147,6 +1172,36 @@ RECORDING_RULES += (
             f'(last_over_time({SGLANG_RUNNING_REQUESTS}{{priority=""}}[[[window]]])))'
         ),
         help="SGLang servers of the fleet that reported their scheduler in the rate window.",
+    ),
+    RecordingRule(
+        family=FLEET_WORKERS_OUT,
+        expr=_fleet_workers(
+            "  (\n"
+            f"    max_over_time({ROUTER_WORKER_HEALTH}[[[window]]]) == 0\n"
+            "    or\n"
+            f"    min_over_time({ROUTER_WORKER_CIRCUIT}[[[window]]]) > 0\n"
+            "  )\n"
+            f"  and on ({_WORKER}) {ROUTER_WORKER_HEALTH}\n"
+            f"  and on ({_WORKER}) "
+            f"max_over_time({ROUTER_WORKER_HEALTH}[{ROUTER_RETIRED_LOOKBACK}]) == 1"
+        ),
+        help="Workers the router has taken out of rotation, per fleet: listed now, failing "
+        "their health checks (or their circuit open) at every sample of the rate window, and "
+        f"in rotation some time in the last {ROUTER_RETIRED_LOOKBACK} (a new replica still "
+        "loading its weights is not out; a removed one, gone from the list, neither). The "
+        "autoscaler adds them to the replicas the load needs (0 with none out; no series "
+        "without a router).",
+    ),
+    RecordingRule(
+        family=FLEET_WORKERS_IN,
+        expr=_fleet_workers(
+            f"  min_over_time({ROUTER_WORKER_HEALTH}[[[window]]]) == 1\n"
+            f"  and on ({_WORKER}) max_over_time({ROUTER_WORKER_CIRCUIT}[[[window]]]) == 0\n"
+            f"  and on ({_WORKER}) {ROUTER_WORKER_HEALTH}"
+        ),
+        help="Workers the router has in rotation, per fleet: listed now, healthy with the "
+        "circuit closed at every sample of the rate window. SpecServeFleetNeedsReplicas counts "
+        "no more SGLang servers than these as capacity (no series without a router).",
     ),
     RecordingRule(
         family=REPLICA_CAPACITY,
@@ -1187,9 +1242,32 @@ RECORDING_RULES += (
         ),
         help="The fleet's load in replicas: decode tokens/s demanded (delivered x (running + "
         "queued) / running) over what one replica delivers with speculation; the autoscaler "
-        "holds it at target utilisation x replicas.",
+        "holds it at target utilisation x the replicas in rotation (its query adds "
+        f"{FLEET_WORKERS_OUT} x the target: a replica out of rotation carries nothing).",
     ),
 )
+
+
+
+def autoscaler_metric(selector: str, target: float | str) -> str:
+    """The autoscaler's metric (the chart's KEDA query; prometheus-adapter's rule in the chart
+    README says the same): the load in replicas plus the workers out of rotation at the target
+    utilisation, so an AverageValue target of `target` asks for ceil(load / target) + out
+    replicas. No router (no out-of-rotation series) adds 0; no load series is no answer."""
+    load = f"{FLEET_REPLICA_LOAD}{RECORDING_WINDOW}{{{selector}}}"
+    out = f"{FLEET_WORKERS_OUT}{RECORDING_WINDOW}{{{selector}}}"
+    return f"max({load}) + (max({out}) or vector(0)) * {target}"
+
+
+def autoscaler_adapter_query(target: float | str) -> str:
+    """prometheus-adapter's `metricsQuery` for the same metric (its externalRules entry, whose
+    seriesQuery is the load record): `<<.Series>>` is the load record, `<<.LabelMatchers>>` the
+    HPA's namespace."""
+    load = "<<.Series>>{<<.LabelMatchers>>}"
+    out = f"{FLEET_WORKERS_OUT}{RECORDING_WINDOW}{{<<.LabelMatchers>>}}"
+    return (f"max by ({FLEET_BY}) ({load}) + on ({FLEET_BY}) "
+            f"(max by ({FLEET_BY}) ({out}) * {target} or max by ({FLEET_BY}) ({load}) * 0)")
+
 
 ALERTS += (
     Alert(
@@ -1197,14 +1275,21 @@ ALERTS += (
         severity="warning",
         for_="15m",
         window="5m",
-        # The figure, where the servers reporting carry more than the plan by more than the
+        # The figure, where the servers serving carry more than the plan by more than the
         # tolerance: inside it an HPA does not act (its own 0.1), so an autoscaled fleet that
-        # settled at 9 replicas for 9.4 replicas' worth never fires.
+        # settled at 9 replicas for 9.4 replicas' worth never fires. Serving: the SGLang servers
+        # reporting, but no more than the router has in rotation where a router is scraped (a
+        # server out of rotation reports and serves nothing; one that stopped reporting is out
+        # of both, so the smaller count, not a difference, counts it once).
         value_expr=(
             f"ceil([[rule:{FLEET_REPLICA_LOAD}]] / [[max_utilisation]])\n"
             f"and on ({FLEET_BY})\n"
             "(\n"
-            f"  [[rule:{FLEET_REPLICA_LOAD}]] / on ({FLEET_BY}) [[rule:{FLEET_SERVERS}]]\n"
+            f"  [[rule:{FLEET_REPLICA_LOAD}]] / on ({FLEET_BY}) (\n"
+            f"    [[rule:{FLEET_SERVERS}]] <= on ({FLEET_BY}) [[rule:{FLEET_WORKERS_IN}]]\n"
+            f"    or on ({FLEET_BY}) [[rule:{FLEET_WORKERS_IN}]]\n"
+            f"    or on ({FLEET_BY}) [[rule:{FLEET_SERVERS}]]\n"
+            "  )\n"
             "  > [[max_utilisation]] * (1 + [[tolerance]])\n"
             ")"
         ),
@@ -1228,12 +1313,14 @@ ALERTS += (
         description=(
             "The fleet {{ $labels.namespace }} needs {{ $value }} replicas to carry its load "
             "at [[max_utilisation]] of one replica's speculative throughput over [[window]], "
-            "more than the SGLang servers reporting now. Add a node (Ansible: a host in the "
+            "more than the SGLang servers serving now (reporting, and in the router's rotation "
+            "where a router is scraped). Add a node (Ansible: a host in the "
             "inventory and deploy.yml; Kubernetes: the autoscaler's maxReplicas or nodes)."
         ),
         meaning="Decode tokens/s demanded (delivered, scaled by running + queued over running) "
         "over one replica's speculative throughput (baseline x measured speedup) puts the "
-        "SGLang servers reporting above the planned utilisation by more than the tolerance; "
+        "SGLang servers serving (reporting, and no more than the router has in rotation) above "
+        "the planned utilisation by more than the tolerance; "
         "the value is the load over the planned utilisation, rounded up: a capacity "
         "shortfall, whatever the speedup.",
     ),

@@ -3,20 +3,31 @@
 Every render is validated against the pinned schemas: the KEDA ScaledObject against the CRD of
 versions.yaml crd_schemas.keda (crd-schemas/), its trigger's keys against the names KEDA's
 prometheus scaler reads at that tag, the HorizontalPodAutoscaler against autoscaling/v2 of
-Kubernetes 1.30-1.35. The signal is the recording rule the chart's own PrometheusRule records,
-and scale-down is held to the drain.
+Kubernetes 1.30-1.35. The signal is the recording rules the chart's own PrometheusRule records
+(the load in replicas, plus the workers the router took out of rotation at the target: the
+query KEDA runs and the rule the README gives prometheus-adapter are the same formula,
+specserve.monitoring.rules.autoscaler_metric / autoscaler_adapter_query, which
+tests/monitoring/test_autoscaling_sim.py evaluates with promtool), and scale-down is held to the
+drain.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from specserve.monitoring.rules import FLEET_REPLICA_LOAD, RECORDING_WINDOW
+from specserve.monitoring.rules import (
+    FLEET_REPLICA_LOAD,
+    FLEET_WORKERS_OUT,
+    RECORDING_WINDOW,
+    autoscaler_adapter_query,
+    autoscaler_metric,
+)
 from tests.helm import k8s_schemas
 from tests.helm.conftest import CHART, NAMESPACE, REPO, Rendered, template
 from tests.helm.test_leaderworkerset import multi_profile
@@ -24,6 +35,7 @@ from tests.helm.test_leaderworkerset import multi_profile
 VERSIONS = yaml.safe_load((REPO / "versions.yaml").read_text(encoding="utf-8"))
 KEDA_API = "keda.sh/v1alpha1"
 RECORD = f"{FLEET_REPLICA_LOAD}{RECORDING_WINDOW}"
+OUT_RECORD = f"{FLEET_WORKERS_OUT}{RECORDING_WINDOW}"
 SCALER_KEYS = set(json.loads(
     (REPO / "tests/helm/crd-schemas/keda-prometheus-scaler-metadata.json").read_text("utf-8")))
 DEFAULTS = yaml.safe_load((CHART / "values.yaml").read_text(encoding="utf-8"))["autoscaling"]
@@ -75,7 +87,7 @@ def test_only_the_autoscaling_ci_values_hand_the_count_over(
     so = r.one("ScaledObject")
     assert (so["spec"]["minReplicaCount"], so["spec"]["maxReplicaCount"]) == (2, 6)
     assert r.one("PodDisruptionBudget", "specserve")["spec"]["maxUnavailable"] == 1
-    assert RECORD in _recorded(r)
+    assert {RECORD, OUT_RECORD} <= _recorded(r)
     assert r.one("Deployment", "specserve-router")
 
 
@@ -95,12 +107,17 @@ def test_keda_scales_the_deployment_on_the_recorded_load(tools: Path, tmp_path: 
     meta = trigger["metadata"]
     assert set(meta) <= SCALER_KEYS, set(meta) - SCALER_KEYS
     assert all(isinstance(v, str) for v in meta.values())
-    assert meta["query"] == f'max({RECORD}{{namespace="{NAMESPACE}"}})'
+    # The load in replicas plus the workers out of rotation at the threshold: desired =
+    # ceil(load / threshold) + out.
+    selector = f'namespace="{NAMESPACE}"'
+    assert meta["query"] == autoscaler_metric(selector, DEFAULTS["targetUtilisation"])
+    assert meta["query"] == (f"max({RECORD}{{{selector}}}) + (max({OUT_RECORD}{{{selector}}}) "
+                             "or vector(0)) * 0.8")
     assert float(meta["threshold"]) == DEFAULTS["targetUtilisation"]
     # An empty answer is an error that holds the count, never "no load".
     assert meta["ignoreNullValues"] == "false"
-    # The record it reads is one the chart's own PrometheusRule records.
-    assert RECORD in _recorded(r)
+    # The records it reads are ones the chart's own PrometheusRule records.
+    assert {RECORD, OUT_RECORD} <= _recorded(r)
     assert so["spec"]["advanced"]["horizontalPodAutoscalerConfig"]["behavior"] == (
         DEFAULTS["behavior"])
 
@@ -120,6 +137,33 @@ def test_hpa_reads_the_adapters_external_metric(tools: Path, tmp_path: Path) -> 
     assert (hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]) == (2, 6)
     assert hpa["spec"]["behavior"] == DEFAULTS["behavior"]
     assert not r.objects("ScaledObject")
+    # The adapter's query it needs, at this target, is in the rendered HPA's comment; the
+    # README's rule is the same at the default target.
+    assert f"# {autoscaler_adapter_query('0.75')}\n" in r.text
+    assert OUT_RECORD in _recorded(r)
+
+
+def test_the_readme_gives_prometheus_adapter_the_same_metric() -> None:
+    readme = (CHART / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Autoscaling", 1)[1].split("\n## ", 1)[0]
+    (block,) = re.findall(r"```yaml\n(.*?)```", section, re.S)
+    (rule,) = yaml.safe_load(block)["externalRules"]
+    assert rule["seriesQuery"] == RECORD
+    assert rule["name"]["as"] == DEFAULTS["hpa"]["metricName"]
+    assert rule["metricsQuery"] == autoscaler_adapter_query(DEFAULTS["targetUtilisation"])
+    assert f"`{OUT_RECORD}`" in section
+
+
+def test_a_different_target_changes_the_query_with_the_threshold(
+    tools: Path, tmp_path: Path
+) -> None:
+    code, stderr, r = _render(tools, tmp_path, _on("keda", targetUtilisation=0.65))
+    assert code == 0, stderr
+    so = r.one("ScaledObject")
+    assert not _schema_errors(so), _schema_errors(so)
+    meta = so["spec"]["triggers"][0]["metadata"]
+    assert meta["threshold"] == "0.65"
+    assert meta["query"] == autoscaler_metric(f'namespace="{NAMESPACE}"', "0.65")
 
 
 def test_the_budget_and_rolling_update_follow_max_replicas(tools: Path, tmp_path: Path) -> None:

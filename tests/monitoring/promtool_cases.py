@@ -41,6 +41,8 @@ from specserve.monitoring.rules import (
     FLEET_SERVERS,
     FLEET_SLOWEST_THROUGHPUT,
     FLEET_THROUGHPUT,
+    FLEET_WORKERS_IN,
+    FLEET_WORKERS_OUT,
     GRAPH_OFF_RATIO,
     ITL_P99,
     NATIVE_ACCEPT_LENGTH,
@@ -56,6 +58,7 @@ from specserve.monitoring.rules import (
     THROUGHPUT_MEAN,
     TTFT_P99,
     Alert,
+    autoscaler_metric,
 )
 
 RULE_FILE = "../specserve-rules.yml"
@@ -1806,6 +1809,32 @@ def _in_namespace(series: dict[str, str], namespace: str) -> dict[str, str]:
     }
 
 
+# The router in front of the capacity fleet: node1 in rotation throughout; node2 in rotation,
+# out of it, or (`back`) out from 3m to 50m and in again. `stale` ends a series (a removed worker).
+FLEET_ROUTER = {"job": "specserve-router", "instance": "router:29000"}
+
+
+def _fleet_worker(node: str, health: str, circuit: str = "0x80",
+                  router: dict[str, str] = FLEET_ROUTER) -> dict[str, str]:
+    return _worker({**router, "worker": f"http://{node}:8000"}, health, circuit)
+
+
+def _routed_fleet(node2_health: str) -> dict[str, str]:
+    return {**_capacity_fleet(), **_fleet_worker("node1", "1x80"),
+            **_fleet_worker("node2", node2_health)}
+
+
+def _steady(series: dict[str, str]) -> dict[str, str]:
+    """The first phase throughout: 500 tok/s and 8 running per server, no queue."""
+    return {k: ("0x79" if k.startswith("sglang:num_queue_reqs") else
+                "500x79" if k.startswith("sglang:gen_throughput") else v)
+            for k, v in series.items()}
+
+
+NODE2_OUT_FROM_3M = "1x2 0x77"
+NODE2_OUT_3M_TO_50M = "1x2 0x47 1x30"
+
+
 CASES["SpecServeFleetNeedsReplicas"] = [
     Case(
         "load needing 2 replicas on 2 is silent; a queue as long as the running batch needs 5 "
@@ -1846,7 +1875,111 @@ CASES["SpecServeFleetNeedsReplicas"] = [
         (Check("SpecServeFleetNeedsReplicas", "45m"),),
         ((_at(FLEET_REPLICA_LOAD), "45m", (({}, 0.0),)),),
     ),
+    Case(
+        "a router with both servers in rotation changes nothing: silent at 2 replicas' worth, "
+        "fires with 5 on the queue, resolves",
+        _routed_fleet("1x80"),
+        (
+            Check("SpecServeFleetNeedsReplicas", "18m"),
+            Check("SpecServeFleetNeedsReplicas", "45m", (Firing({}, "5"),)),
+            Check("SpecServeFleetNeedsReplicas", "75m"),
+        ),
+        ((_at(FLEET_WORKERS_IN), "18m", (({}, 2.0),)),),
+    ),
+    Case(
+        "a server out of rotation serves nothing: 1.25 replicas' worth on the 2 reporting, one "
+        "of them out, is 1.25 on 1 and fires with 2; back in rotation at 50m, the same load "
+        "on 2 resolves",
+        _routed_fleet(NODE2_OUT_3M_TO_50M),
+        (
+            Check("SpecServeFleetNeedsReplicas", "19m", (Firing({}, "2"),)),
+            Check("SpecServeFleetNeedsReplicas", "75m"),
+        ),
+        ((_at(FLEET_SERVERS), "18m", (({}, 2.0),)), (_at(FLEET_WORKERS_IN), "18m", (({}, 1.0),))),
+    ),
+    Case(
+        "a server that stopped reporting and is out of rotation is short once, not twice: "
+        "node1 alone carries 0.625 replicas' worth on 1 (the smaller of 1 reporting and 1 in "
+        "rotation, not 1 - 1 = 0) throughout: silent",
+        {k: v for k, v in _steady(_routed_fleet(NODE2_OUT_FROM_3M)).items()
+         if not (k.startswith("sglang:") and SGLANG_NODE2 in k)},
+        (Check("SpecServeFleetNeedsReplicas", "45m"), Check("SpecServeFleetNeedsReplicas", "75m")),
+        ((_at(FLEET_SERVERS), "45m", (({}, 1.0),)), (_at(FLEET_WORKERS_IN), "45m", (({}, 1.0),)),
+         (_at(FLEET_WORKERS_OUT), "45m", (({}, 1.0),)),
+         (_rounded(_at(FLEET_REPLICA_LOAD)), "45m", (({}, 0.625),))),
+    ),
 ]
+
+# The router's rotation over 70 minutes, as the autoscaler and SpecServeFleetNeedsReplicas read
+# it: node1 in rotation throughout; node2 fails its health checks from 20m to 49m, and a second
+# router lists it too (it counts once); node5's circuit is open from 20m to 49m; node3 is a new
+# replica listed at 30m while it loads its weights (health 0) and healthy from 46m: never out,
+# or each new replica would ask for another; node4 is removed by a scale-down at 60m (draining,
+# health 0, for one scrape, then gone): never out either; node6 fails from 20m and is removed at
+# 40m (Kubernetes' scale-down takes a pod that is not Ready first): out, then gone, no longer
+# counted. Checks keep off the minutes where Prometheus 2's closed and 3's left-open ranges
+# disagree.
+ROTATION = {
+    **_fleet_worker("node1", "1x70", "0x70"),
+    **_fleet_worker("node2", "1x19 0x29 1x20", "0x70"),
+    **_fleet_worker("node2", "1x19 0x29 1x20", "0x70",
+                    router={"job": "specserve-router", "instance": "router2:29000"}),
+    **_fleet_worker("node3", "_x30 0x15 1x24", "_x30 0x40"),
+    **_fleet_worker("node4", "1x59 0 stale", "0x60 stale"),
+    **_fleet_worker("node5", "1x70", "0x19 1x29 0x20"),
+    **_fleet_worker("node6", "1x19 0x19 stale", "0x39 stale"),
+}
+
+RECORDING_CASES.append(
+    Case(
+        "rotation: a worker counts out once unhealthy (or its circuit open) for the whole "
+        "window, and in again once back; a replica loading its weights and one removed by "
+        "scale-down never count out; two routers listing a worker count it once",
+        ROTATION,
+        (),
+        (
+            (_at(FLEET_WORKERS_OUT), "15m", (({}, 0.0),)),
+            (_at(FLEET_WORKERS_IN), "15m", (({}, 5.0),)),
+            # 2 minutes out is not yet a whole window out.
+            (_at(FLEET_WORKERS_OUT), "22m", (({}, 0.0),)),
+            (_at(FLEET_WORKERS_OUT), "30m", (({}, 3.0),)),
+            (_at(FLEET_WORKERS_IN), "30m", (({}, 2.0),)),
+            # node6 removed: out at every sample of its window, but no longer listed.
+            (_at(FLEET_WORKERS_OUT), "42m", (({}, 2.0),)),
+            # node3 loading (health 0 since 30m) is not out: still node2 and node5.
+            (_at(FLEET_WORKERS_OUT), "45m", (({}, 2.0),)),
+            (_at(FLEET_WORKERS_OUT), "56m", (({}, 0.0),)),
+            (_at(FLEET_WORKERS_IN), "56m", (({}, 5.0),)),
+            # node4 draining: in rotation 5 minutes ago, so not out.
+            (_at(FLEET_WORKERS_OUT), "60m", (({}, 0.0),)),
+            # node4 gone from the list: neither out nor in.
+            (_at(FLEET_WORKERS_OUT), "63m", (({}, 0.0),)),
+            (_at(FLEET_WORKERS_IN), "63m", (({}, 4.0),)),
+        ),
+    )
+)
+
+# (The alert checks at 19m: node2's first 0 at 3m, `for` 15m, and one evaluation's slack where
+# promtool runs the alert group before the recording group.)
+# The autoscaler's metric (the chart's KEDA query) per fleet: namespace a has a router with
+# node2 out of rotation from 3m, namespace b none (its out count adds 0). Desired replicas at
+# target 0.8: a at 45m ceil((3.6 + 0.8) / 0.8) = 6, one more than its load needs; b
+# ceil(1.25 / 0.8) = 2. The alert reads a's 1.25 replicas' worth on its 1 server in rotation.
+CASES["SpecServeFleetNeedsReplicas"].append(
+    Case(
+        "autoscaler: the load plus the workers out of rotation at the target, per namespace; "
+        "a fleet without a router adds nothing; the alert counts a's server in rotation only",
+        {**_in_namespace(_routed_fleet(NODE2_OUT_FROM_3M), "a"),
+         **_in_namespace(_steady(_capacity_fleet()), "b")},
+        (Check("SpecServeFleetNeedsReplicas", "19m", (Firing({"namespace": "a"}, "2"),)),),
+        (
+            (_at(FLEET_WORKERS_OUT), "45m", (({"namespace": "a"}, 1.0),)),
+            (_rounded(autoscaler_metric('namespace="a"', 0.8)), "45m", (({}, 4.4),)),
+            (_rounded(autoscaler_metric('namespace="a"', 0.8)), "15m", (({}, 2.05),)),
+            (_rounded(autoscaler_metric('namespace="b"', 0.8)), "45m", (({}, 1.25),)),
+        ),
+    )
+)
 
 RECORDING_CASES.append(
     Case(
