@@ -140,6 +140,15 @@ def _gpus_line(export: Path) -> float:
     return next(s["value"] for s in steps if s["value"] is not None)
 
 
+def _grafana_gpus(export: Path) -> float:
+    """The limit of the Grafana-managed SpecServeGpuMissing rule's threshold step."""
+    document = yaml.safe_load((export / "grafana" / "specserve-alerts.yml").read_text("utf-8"))
+    (rule,) = [r for group in document["groups"] for r in group["rules"]
+               if r["title"] == "SpecServeGpuMissing"]
+    (condition,) = [d for d in rule["data"] if d["model"].get("type") == "threshold"]
+    return float(condition["model"]["conditions"][0]["evaluator"]["params"][0])
+
+
 def test_a_gpu_profile_scrapes_the_exporter_and_counts_its_gpus(tmp_path: Path) -> None:
     # Export mode (the files for a Prometheus of one's own) renders the scrape config and rules.
     export = {"monitoring_enabled": False, "monitoring_source_dir": str(ROOT / "monitoring"),
@@ -155,6 +164,8 @@ def test_a_gpu_profile_scrapes_the_exporter_and_counts_its_gpus(tmp_path: Path) 
     assert _gpu_missing_expr(tmp_path / "export" / "specserve-rules.yml").endswith("\n< 1")
     # ... and the dashboard's GPUs-per-node line is at that count too.
     assert _gpus_line(tmp_path / "export") == 1
+    # ... and so does Grafana's copy of the alert.
+    assert _grafana_gpus(tmp_path / "export") == 1
     # ... unless the deployment's overrides set it.
     overrides = tmp_path / "overrides.yml"
     overrides.write_text(yaml.safe_dump(
@@ -165,6 +176,7 @@ def test_a_gpu_profile_scrapes_the_exporter_and_counts_its_gpus(tmp_path: Path) 
     })
     assert _gpu_missing_expr(tmp_path / "export-set" / "specserve-rules.yml").endswith("\n< 3")
     assert _gpus_line(tmp_path / "export-set") == 3
+    assert _grafana_gpus(tmp_path / "export-set") == 3
     off = _play(tmp_path, ["specserve", "monitoring"], {
         **export, "specserve_profile": str(KIMI), "specserve_dcgm_exporter_enabled": False,
         "monitoring_export_dir": str(tmp_path / "export-off"),
