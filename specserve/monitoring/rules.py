@@ -139,8 +139,9 @@ class Alert:
     # the SLO burn-rate alerts replace): off unless an override enables them.
     enabled_by_default: bool = True
     # True for alerts that read the SLO group's records by name (their windows are fixed and
-    # their settings are the objectives'): Grafana-managed rules, which inline recording rules
-    # to run without the rule file, leave them out (docs/slo.md).
+    # their settings are the objectives'): Grafana-managed rules, which run without the rule
+    # file, inline those records from the objectives instead (slo.inline_burn_expr,
+    # docs/slo.md).
     needs_slo_records: bool = False
 
     @property
