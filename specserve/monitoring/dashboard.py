@@ -79,6 +79,7 @@ from specserve.monitoring.rules import (
     FLEET_SERVERS,
     FLEET_SLOWEST_THROUGHPUT,
     FLEET_THROUGHPUT,
+    FLEET_WORKERS_OUT,
     NATIVE_ACCEPT_LENGTH,
     REJECTED_RATIO,
     REPLICA_THROUGHPUT,
@@ -754,25 +755,31 @@ def _fleet_row(settings: Settings) -> Row:
 
 
 def _capacity_panel(settings: Settings) -> timeseries.Panel:
-    """The autoscaler's signal (issue 32 item 3): the load in replicas, the replicas it needs at
-    the planned utilisation and the SGLang servers reporting, as SpecServeFleetNeedsReplicas
-    reads them."""
+    """The autoscaler's signal (issue 32 item 3): the load in replicas, the replicas it asks for
+    at the planned utilisation (one more per worker out of rotation, as the chart's query
+    counts them), the workers out and the SGLang servers reporting."""
     window = _window(settings, "SpecServeFleetNeedsReplicas")
     planned = _number(settings, "SpecServeFleetNeedsReplicas", "max_utilisation")
     load = inline_rule(FLEET_REPLICA_LOAD, window)
+    out = inline_rule(FLEET_WORKERS_OUT, window)
     return _series(
         "Replicas the load needs (speculation counted)",
         "short",
         [
             Query(load, f"{{{{namespace}}}} load in replicas ({window})"),
-            Query(f"ceil(({load}) / {planned:g})",
-                  f"{{{{namespace}}}} replicas needed at {planned:g}"),
+            # No router, no out-of-rotation series: nothing to add.
+            Query(f"ceil(({load}) / {planned:g}) + ({out} or ({load}) * 0)",
+                  f"{{{{namespace}}}} replicas asked for at {planned:g} (out of rotation "
+                  "added)"),
+            Query(out, "{{namespace}} workers out of rotation"),
             Query(inline_rule(FLEET_SERVERS, window), "{{namespace}} SGLang servers reporting"),
         ],
         "Decode tokens/s demanded (SGLang's gen_throughput x (running + queued) / running) "
         "over what one replica delivers with speculation (the baseline's best bucket x the "
-        "lowest measured speedup): the chart's autoscaler holds the servers at the load over "
-        f"{planned:g}; SpecServeFleetNeedsReplicas fires when the servers stay short of it.",
+        "lowest measured speedup). The chart's autoscaler asks for that load over "
+        f"{planned:g}, rounded up, plus one replica per worker the router took out of rotation "
+        "(a replica out carries nothing); SpecServeFleetNeedsReplicas fires when the servers "
+        "in rotation stay short of the load.",
         width=24,
     )
 

@@ -38,6 +38,7 @@ from benchmarks.autoscaling_sim import (
     reversals,
     run,
 )
+from specserve.monitoring.dashboard import build_dashboard
 from specserve.monitoring.rules import (
     ALERTS_BY_NAME,
     FLEET_REPLICA_LOAD,
@@ -303,6 +304,16 @@ def _router_series(steps: list[Step], at: Step) -> list[dict[str, str]]:
     return series
 
 
+def _dashboard_asked() -> str:
+    """The capacity panel's "replicas asked for" query, at the default settings."""
+    dashboard = build_dashboard()
+    (panel,) = [p for p in dashboard["panels"]
+                if p.get("title") == "Replicas the load needs (speculation counted)"]
+    (target,) = [t for t in panel["targets"] if "asked for" in t["legendFormat"]]
+    assert f"at {TARGET:g}" in target["legendFormat"]
+    return str(target["expr"])
+
+
 def _rotation_group(steps: list[Step], at: Step) -> dict[str, Any]:
     tokens, running, queued = _gauges(at)
     samples = at.t // 60
@@ -329,6 +340,10 @@ def _rotation_group(steps: list[Step], at: Step) -> dict[str, Any]:
     adapter = autoscaler_adapter_query(TARGET).replace("<<.Series>>", record).replace(
         "<<.LabelMatchers>>", "")
     at_time = f"{at.t // 60}m"
+    # The dashboard's capacity panel shows what the autoscaler asks for: ceil(load / target)
+    # plus the workers out (its line at the alert's default max_utilisation, the chart's target).
+    load = replica_load(tokens, running, queued, REPLICA.baseline_tps, at.speedup)
+    asked = math.ceil(load / TARGET) + at.out
     return {
         "name": f"replica-out at {at.t // 60} min: {at.out} out, {at.asked} asked",
         "interval": "1m",
@@ -341,6 +356,8 @@ def _rotation_group(steps: list[Step], at: Step) -> dict[str, Any]:
              "eval_time": at_time, "exp_samples": [{"labels": "{}", "value": 1}]},
             {"expr": f"abs(({adapter}) - {expected!r}) < bool 1e-9",
              "eval_time": at_time, "exp_samples": [{"labels": "{}", "value": 1}]},
+            {"expr": _dashboard_asked(), "eval_time": at_time,
+             "exp_samples": [{"labels": "{}", "value": asked}]},
         ],
     }
 
