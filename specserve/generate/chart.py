@@ -3,7 +3,9 @@
 The chart never hand-maintains a copy:
 - files/profiles/default.yaml   <- profiles/kimi-k2.5-int4-eagle3-8gpu.yaml (the default profile)
 - templates/prometheusrule.yaml <- monitoring/helm/prometheusrule.yaml (the rules' Helm template)
-- files/dashboards/specserve.json, files/grafana-alerting/specserve-alerts.yml <- monitoring/grafana
+- templates/_grafana-alerts.tpl <- monitoring/helm/grafana-alerts.tpl (the Grafana-managed alert
+  rules as a named template on the same values, for configmap-grafana.yaml)
+- files/dashboards/specserve.json <- monitoring/grafana
 - values.yaml, between its `# BEGIN/END GENERATED prometheusRule` markers
   <- monitoring/helm/values-prometheusrule.yaml
 - values.schema.json `$defs.profile` and `properties.profile` <- specserve/profile/schema.json
@@ -34,10 +36,8 @@ PROFILE_DEFAULTS = f"{CHART}/files/profile-defaults.yaml"
 COPIES: dict[str, str] = {
     f"{CHART}/files/profiles/default.yaml": DEFAULT_PROFILE,
     f"{CHART}/templates/prometheusrule.yaml": "monitoring/helm/prometheusrule.yaml",
+    f"{CHART}/templates/_grafana-alerts.tpl": "monitoring/helm/grafana-alerts.tpl",
     f"{CHART}/files/dashboards/specserve.json": "monitoring/grafana/dashboards/specserve.json",
-    f"{CHART}/files/grafana-alerting/specserve-alerts.yml": (
-        "monitoring/grafana/provisioning/alerting/specserve-alerts.yml"
-    ),
 }
 
 ReadSource = Callable[[str], str]

@@ -17,6 +17,7 @@ from specserve.monitoring.grafana_alerting import (
     grafana_alert_rules,
     notification_policies_example,
 )
+from specserve.monitoring.grafana_helm import grafana_helm_template
 from specserve.monitoring.grafana_provisioning import dashboard_provider, datasource_provisioning
 from specserve.monitoring.helm import helm_template, helm_values_text
 from specserve.monitoring.prometheus import render_rules
@@ -46,6 +47,8 @@ def artefacts() -> dict[str, Callable[[], str]]:
         "monitoring/prometheus/specserve-rules.yml": _yaml(render_rules),
         "monitoring/helm/prometheusrule.yaml": helm_template,
         "monitoring/helm/values-prometheusrule.yaml": helm_values_text,
+        # The chart's Grafana-managed alert rules, from the same values as the PrometheusRule.
+        "monitoring/helm/grafana-alerts.tpl": grafana_helm_template,
         "monitoring/grafana/dashboards/specserve.json": dashboard_json,
         "monitoring/grafana/provisioning/datasources/prometheus.yml": _yaml(
             datasource_provisioning, _UID_NOTE

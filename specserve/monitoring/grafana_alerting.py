@@ -14,11 +14,16 @@ labelled `slo` as the records are. Grafana's own Alertmanager has no inhibition 
 ticket's query (SpecServeErrorBudgetBurnSlow) leaves out the series where the page's condition
 holds for the same objective and scope, as the Alertmanager example's inhibit rule does
 (docs/slo.md).
+
+A rule is built from its settings' text (grafana_rule's `threshold` callback, `for_`, the runbook
+base URL and `number`, which turns the compared threshold's text into the YAML value): numbers
+for this file, Helm actions on the chart's values for the chart's ConfigMap
+(specserve.monitoring.grafana_helm), so both give the same rules for the same settings.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from specserve.monitoring.expansion import alert_annotations, alert_value_expr, compare_text
@@ -60,10 +65,17 @@ def _expression(ref_id: str, model: dict[str, Any]) -> dict[str, Any]:
 
 
 def grafana_rule(
-    alert: Alert, threshold: Any, for_: str, runbook_base_url: str, expr: str | None = None
+    alert: Alert,
+    threshold: Callable[[str], str],
+    for_: str,
+    runbook_base_url: str,
+    expr: str | None = None,
+    number: Callable[[str], Any] = float,
 ) -> dict[str, Any]:
-    """The rule of `alert`; `expr` replaces its inlined value query (the SLO burn rates)."""
-    limit = float(compare_text(alert, threshold))
+    """The rule of `alert`: `threshold(name)` is a threshold's (or the window's) text, `for_` and
+    `runbook_base_url` the settings' text, `number(text)` the compared threshold's value in the
+    file; `expr` replaces its inlined value query (the SLO burn rates)."""
+    limit = number(compare_text(alert, threshold))
     annotations = alert_annotations(alert, threshold, runbook_base_url)
     return {
         "uid": rule_uid(alert),
@@ -134,6 +146,11 @@ def grafana_alert_rules(
             expr = inline_burn_expr(alert.severity, enabled)
         rules.append(grafana_rule(alert, effective.threshold_text, effective.for_,
                                   runbook_base_url, expr))  # fmt: skip
+    return alert_rules_document(rules)
+
+
+def alert_rules_document(rules: list[dict[str, Any]]) -> dict[str, Any]:
+    """The provisioning file holding `rules` in specserve's folder and group."""
     return {
         "apiVersion": 1,
         "groups": [

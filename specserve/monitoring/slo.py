@@ -253,6 +253,27 @@ def _inline_pairs(
     return "\nor\n".join(pairs)
 
 
+# What joins the objectives' parts of an inlined burn-rate query (the chart's template joins
+# its enabled objectives' parts with the same text).
+BURN_JOIN = "\nor\n"
+
+
+def inline_burn_part(
+    severity: str,
+    objective: Objective,
+    setting: Callable[[str], str],
+    rates: Sequence[BurnRate] = BURN_RATES,
+) -> str:
+    """One objective's part of inline_burn_expr: its pairs, the silencing severity's series left
+    out, labelled with its `slo`."""
+    body = _inline_pairs(objective, setting, severity, rates)
+    silencer = SILENCED_BY.get(severity)
+    if silencer is not None:
+        page = _inline_pairs(objective, setting, silencer, rates)
+        body = f"(\n{_indent(body)}\n)\nunless\n(\n{_indent(page)}\n)"
+    return f'label_replace(\n{_indent(body)},\n  "slo", "{objective.name}", "", ""\n)'
+
+
 def inline_burn_expr(
     severity: str,
     objectives: Sequence[tuple[Objective, Callable[[str], str]]],
@@ -268,12 +289,6 @@ def inline_burn_expr(
     window's burn rate. A severity in SILENCED_BY leaves out the series (same objective, same
     labels: same scope) where the silencing severity's condition holds: Grafana has no
     inhibition."""
-    parts: list[str] = []
-    for objective, setting in objectives:
-        body = _inline_pairs(objective, setting, severity, rates)
-        silencer = SILENCED_BY.get(severity)
-        if silencer is not None:
-            page = _inline_pairs(objective, setting, silencer, rates)
-            body = f"(\n{_indent(body)}\n)\nunless\n(\n{_indent(page)}\n)"
-        parts.append(f'label_replace(\n{_indent(body)},\n  "slo", "{objective.name}", "", ""\n)')
-    return "\nor\n".join(parts)
+    return BURN_JOIN.join(
+        inline_burn_part(severity, objective, setting, rates) for objective, setting in objectives
+    )
