@@ -57,6 +57,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         "(default: %(default)s)")
     for option in OPTIONS:
         _add_option(p, option)
+    p.add_argument("--gpus-only", action="store_true",
+                   help="run only the GPU check: read --dcgm URL and judge the node's GPUs "
+                        "against the --profile's gpu.count, no server, no exporter (the "
+                        "chart's GPU-check init container)")
+    p.add_argument("--dcgm-wait", type=float, default=0.0, metavar="SECONDS",
+                   help="with --gpus-only: try a DCGM exporter that cannot be read yet (still "
+                        "starting) again for this long, then fail (default: %(default)s)")
     p.add_argument("--save-snapshot", type=Path, metavar="FILE",
                    help="only scrape the exporters and save their counters for --since")
     p.add_argument("--since", type=Path, metavar="FILE",
@@ -128,7 +135,36 @@ def _save_snapshot(args: argparse.Namespace) -> int:
     return 0
 
 
+def _gpus_only(args: argparse.Namespace) -> int:
+    """`--gpus-only`: the gate's GPU check alone, as the chart's init container runs it."""
+    if not args.dcgm or args.profile is None:
+        raise UsageError("--gpus-only needs --dcgm URL (the DCGM exporter's /metrics) and "
+                         "--profile PATH (its gpu.count)")
+    if args.server or args.exporter or args.no_exporter or args.save_snapshot or args.since:
+        raise UsageError("--gpus-only reads only --dcgm: leave out --server, --exporter, "
+                         "--no-exporter, --save-snapshot and --since")
+    if args.dcgm_wait < 0:
+        raise UsageError(f"--dcgm-wait {args.dcgm_wait:g}: seconds, 0 or more")
+    try:
+        profile = load_profile(args.profile)
+    except ProfileError as exc:
+        raise UsageError(str(exc)) from None
+    title = "GPU check" if args.title == "Verification gate" else args.title
+    ok = gate.run_gpus(profile, args.dcgm, lambda line: print(line, flush=True),
+                       wait=args.dcgm_wait, title=title, on=args.on, knobs=_knobs(args.knob))
+    return 0 if ok else 1
+
+
 def main(args: argparse.Namespace) -> int:
+    if args.gpus_only:
+        try:
+            return _gpus_only(args)
+        except UsageError as exc:
+            print(f"specserve verify: {exc}", file=sys.stderr)
+            return 2
+    if args.dcgm_wait:
+        print("specserve verify: --dcgm-wait is for --gpus-only", file=sys.stderr)
+        return 2
     if bool(args.exporter) == args.no_exporter:
         print("specserve verify: give --exporter URL (the exporter's /metrics), or "
               "--no-exporter where none runs", file=sys.stderr)

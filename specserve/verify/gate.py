@@ -28,6 +28,7 @@ from specserve.verify.window import Snapshot, Window
 DEFAULT_KNOBS: dict[str, str] = {
     **{o.name: o.flag for o in OPTIONS if o.name not in ("prompt", "graph_label", "dcgm")},
     "api_key": "--api-key-file",
+    "dcgm_wait": "--dcgm-wait",
 }
 
 
@@ -174,6 +175,35 @@ def _wait_for_lines(session: requests.Session, urls: list[str], before: dict[str
         sleep(1.0)
 
 
+def _gpu_refusal(head: str, failed: list[str], seen: list[str]) -> str:
+    return "\n".join([head, *(f"  FAIL {line}" for line in failed),
+                      *(f"  ok   {line}" for line in seen)])
+
+
+def run_gpus(profile: Profile, url: str, out: Callable[[str], None], *, wait: float = 0.0,
+             title: str = "GPU check", on: str = "", knobs: dict[str, str] | None = None,
+             sleep: Callable[[float], None] = time.sleep) -> bool:
+    """Only the gate's GPU check (`specserve verify --gpus-only`): the DCGM exporter at `url`
+    against the profile's gpu.count, an exporter that cannot be read yet tried again for `wait`
+    seconds. True when the node's GPUs may serve; the refusal is the gate's own, word for word."""
+    k = {**DEFAULT_KNOBS, **(knobs or {})}
+    where = f" on {on}" if on else ""
+    head = f"{title} FAILED{where} (profile {profile.name}):"
+    try:
+        failed, seen = gpus.check_waiting(requests.Session(), url, facts(profile).gpu_count,
+                                          wait, knob=k["dcgm_wait"], sleep=sleep)
+    except ScrapeError as exc:
+        out(f"{head}\n  {exc}")
+        return False
+    if failed:
+        out(_gpu_refusal(head, failed, seen))
+        return False
+    for line in seen:
+        out(f"gpus: {line}")
+    out(f"{title} passed{where}: the GPUs report no error state")
+    return True
+
+
 def run(s: Settings, out: Callable[[str], None],
         sleep: Callable[[float], None] = time.sleep) -> bool:
     """Run the gate, writing what it saw through `out`; True when every check passed."""
@@ -187,8 +217,7 @@ def run(s: Settings, out: Callable[[str], None],
             # The GPUs first: a node whose GPUs report an error state gets no request at all.
             failed, seen = gpus.check(session, s.dcgm, facts(s.profile).gpu_count)
             if failed:
-                out("\n".join([head, *(f"  FAIL {line}" for line in failed),
-                                *(f"  ok   {line}" for line in seen)]))
+                out(_gpu_refusal(head, failed, seen))
                 return False
             for line in seen:
                 out(f"gpus: {line}")

@@ -9,13 +9,18 @@ tests/monitoring/test_dcgm_counters.py), and refuses a node where
 - a GPU failed to remap a row (DCGM_FI_DEV_ROW_REMAP_FAILURE);
 - fewer GPUs report than the profile's gpu.count (one fell off the bus, or the driver lost it).
 
+`specserve verify --gpus-only` runs this check alone (gate.run_gpus): the chart's GPU-check init
+container in every server pod, which may start before its node's exporter does, so it waits for
+an exporter it cannot read yet (check_waiting), and never takes an unread one for a healthy node.
+
 The alerts watch the same fields while the node serves; the gate asks before it does, with the
 same codes (rules.DRAIN_XIDS), so the two never disagree on what a drain code is.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import requests
@@ -117,3 +122,28 @@ def check(session: requests.Session, url: str, expected: int,
         raise ScrapeError(f"the DCGM exporter {url} cannot be read: {exc} (is it running? "
                           "the Ansible role dcgm_exporter, or the chart's dcgmExporter)") from None
     return judge(parse(response.text), expected, url)
+
+
+def check_waiting(session: requests.Session, url: str, expected: int, wait: float, *,
+                  knob: str = "--dcgm-wait", poll: float = 5.0, timeout: float = 10.0,
+                  sleep: Callable[[float], None] = time.sleep,
+                  clock: Callable[[], float] = time.monotonic) -> tuple[list[str], list[str]]:
+    """check(), trying again while the exporter cannot be read (still starting) for `wait`
+    seconds; then ScrapeError naming the URL, the time waited and its knob. An exporter that
+    answers is judged at once: a faulty GPU is not retried into a pass."""
+    deadline = clock() + wait
+    tries = 0
+    while True:
+        tries += 1
+        try:
+            return check(session, url, expected, timeout)
+        except ScrapeError as exc:
+            left = deadline - clock()
+            if left <= 0:
+                if wait <= 0:
+                    raise
+                raise ScrapeError(f"{exc}; still unreadable after {wait:g} s and {tries} tries "
+                                  f"({knob}): the DCGM exporter must run on this node and "
+                                  "serve /metrics; an unread exporter is not a healthy "
+                                  "node") from None
+            sleep(min(poll, left))
