@@ -60,9 +60,10 @@ def test_a_healthy_node_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
 def test_each_refusal_exits_1_with_the_gates_message(
     capsys: pytest.CaptureFixture[str], text: str, message: str
 ) -> None:
-    with _serving(text) as (url, _):
+    with _serving(text) as (url, asked):
         # A refusal is not retried: the exporter answered, the node is faulty.
         assert main(_verify(f"{url}/metrics", "--dcgm-wait=30")) == 1
+    assert asked == ["/metrics"]
     out = capsys.readouterr().out
     assert out.startswith("GPU check FAILED on gpu-node-1 (profile kimi-k2.5-int4-eagle3-8gpu):")
     assert f"  {message.format(url=f'{url}/metrics')}\n" in out

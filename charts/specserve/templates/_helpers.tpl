@@ -435,6 +435,22 @@ spec:
   {{- include "specserve.serverPodSpec" . | nindent 2 }}
 {{- end }}
 
+{{/*
+The DCGM exporter /metrics URL the server pods' GPU check reads (an init container): the user's
+dcgmExporter.gpuCheck.url, else the chart's exporter Service, node-local (internalTrafficPolicy
+Local); empty, and no check, without either, with the check off, or for a profile without GPUs.
+*/}}
+{{- define "specserve.gpuCheckUrl" -}}
+{{- $c := .Values.dcgmExporter.gpuCheck }}
+{{- if and $c.enabled (gt (int (include "specserve.gpuCount" .)) 0) }}
+{{- if $c.url }}
+{{- $c.url }}
+{{- else if .Values.dcgmExporter.enabled }}
+{{- printf "http://%s-dcgm-exporter.%s.svc:%v/metrics" (include "specserve.fullname" .) .Release.Namespace .Values.dcgmExporter.port }}
+{{- end }}
+{{- end }}
+{{- end }}
+
 {{/* The spec of specserve.serverPodTemplate; the same dict. */}}
 {{- define "specserve.serverPodSpec" -}}
 {{- $ := .ctx }}
@@ -484,8 +500,11 @@ the Deployment's own pod selector; the ranks of a LeaderWorkerSet carry two comp
 affinity:
   {{- toYaml . | nindent 2 }}
 {{- end }}
-{{- if eq $.Values.model.storage "download" }}
+{{- $gpuCheckUrl := include "specserve.gpuCheckUrl" $ }}
+{{- if or (eq $.Values.model.storage "download") $gpuCheckUrl }}
 initContainers:
+{{- end }}
+{{- if eq $.Values.model.storage "download" }}
   # The download Job writes this marker only after `specserve check --require-models`
   # passed on the complete download.
   - name: wait-for-weights
@@ -515,6 +534,43 @@ initContainers:
     volumeMounts:
       - name: model
         mountPath: {{ $.Values.model.mountPath }}
+        readOnly: true
+{{- end }}
+{{- if $gpuCheckUrl }}
+  # The verify gate's GPU check (docs/gpu-health.md, "The verify gate"), last before the server
+  # starts: this node's DCGM exporter must see the profile's gpu.count GPUs, none with a drain
+  # XID, uncorrectable ECC errors or a failed row remap. A refusal fails the pod here with the
+  # gate's message (kubectl describe shows it), so it never becomes Ready and never serves.
+  - name: gpu-check
+    image: {{ include "specserve.image" $.Values.exporterImage }}
+    imagePullPolicy: {{ $.Values.exporterImage.pullPolicy }}
+    command:
+      - specserve
+      - verify
+      - --gpus-only
+      - {{ printf "--dcgm=%s" $gpuCheckUrl | quote }}
+      - --profile=/etc/specserve/profile.yaml
+      - --dcgm-wait={{ $.Values.dcgmExporter.gpuCheck.waitSeconds }}
+      - --on=$(NODE_NAME)
+      - --knob=dcgm_wait=dcgmExporter.gpuCheck.waitSeconds
+    env:
+      # The node in the message; $(HOST_IP) for a url on the node's own address.
+      - name: NODE_NAME
+        valueFrom:
+          fieldRef:
+            fieldPath: spec.nodeName
+      - name: HOST_IP
+        valueFrom:
+          fieldRef:
+            fieldPath: status.hostIP
+    terminationMessagePolicy: FallbackToLogsOnError
+    resources:
+      {{- toYaml $.Values.dcgmExporter.gpuCheck.resources | nindent 6 }}
+    securityContext:
+      {{- toYaml $.Values.exporter.securityContext | nindent 6 }}
+    volumeMounts:
+      - name: profile
+        mountPath: /etc/specserve
         readOnly: true
 {{- end }}
 containers:
