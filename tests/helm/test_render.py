@@ -20,7 +20,7 @@ MATRIX = [p.name.removesuffix("-values.yaml") for p in CI_VALUES]
 def test_matrix_covers_the_issue() -> None:
     assert set(MATRIX) == {
         "kimi-default", "small-model", "existing-pvc", "hostpath-cache", "download-job",
-        "monitoring-off", "replicas-router", "autoscaling",
+        "monitoring-off", "replicas-router", "autoscaling", "dcgm-exporter",
     }  # fmt: skip
 
 
