@@ -23,7 +23,7 @@ The router lists every replica asked for, with health 0 while it loads its weigh
 case: smg's Kubernetes discovery adds a pod only once it is Ready); a replica out of rotation
 (failing its health checks) keeps its pod and serves nothing; a replica asked away leaves the
 list. The autoscaler's metric is the KEDA query's: the load plus the workers out of rotation
-(fleet:smg_workers_out_of_rotation:count5m, `out_of_rotation` here) at the target, so desired =
+(fleet:specserve_workers_out_of_rotation:count5m, `out_of_rotation` here) at the target, so desired =
 ceil(load / target) + out. Scale-down takes replicas that are not Ready first (out of rotation or
 loading), then the newest, as a ReplicaSet does.
 """
@@ -83,7 +83,7 @@ class Counting:
 
 def out_of_rotation(listed: Sequence[Worker], removed: Sequence[Worker], now: int,
                     counting: Counting = Counting()) -> int:
-    """fleet:smg_workers_out_of_rotation:count5m over the router's workers."""
+    """fleet:specserve_workers_out_of_rotation:count5m over the router's workers."""
     out = 0
     for w in listed:
         window = list(w.health)[-WINDOW_STEPS:]

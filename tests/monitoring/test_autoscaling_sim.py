@@ -7,7 +7,7 @@ adding no node, scale-down one replica per drain, the same requests asking for m
 speculation delivers less, and one replica more while one is out of rotation, none more while
 the new one loads (no cascade), back after. The formula the simulation applies is then held to
 the recording rules themselves: promtool evaluates fleet:specserve_replica_load:ratio5m,
-fleet:smg_workers_out_of_rotation:count5m and the autoscaler's query (KEDA's, and
+fleet:specserve_workers_out_of_rotation:count5m and the autoscaler's query (KEDA's, and
 prometheus-adapter's rule) on series taken from the simulated curves.
 """
 
