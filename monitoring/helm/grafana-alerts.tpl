@@ -2552,18 +2552,16 @@ groups:
             count by (namespace) (group by (namespace, job, instance, pod) (last_over_time(sglang:num_running_reqs{priority=""}[{{ .Values.prometheusRule.alerts.SpecServeFleetNeedsReplicas.window }}])))
           ) <= on (namespace) (
             count by (namespace) (group by (namespace, worker) (
-              min_over_time(smg_worker_health[{{ .Values.prometheusRule.alerts.SpecServeFleetNeedsReplicas.window }}]) == 1
-              and on (job, instance, worker) max_over_time(smg_worker_cb_state[{{ .Values.prometheusRule.alerts.SpecServeFleetNeedsReplicas.window }}]) == 0
-              and on (job, instance, worker) smg_worker_health
+              smg_worker_health == 1
+              and on (job, instance, worker) smg_worker_cb_state == 0
             ))
             or
             group by (namespace) (smg_worker_health) * 0
           )
               or on (namespace) (
             count by (namespace) (group by (namespace, worker) (
-              min_over_time(smg_worker_health[{{ .Values.prometheusRule.alerts.SpecServeFleetNeedsReplicas.window }}]) == 1
-              and on (job, instance, worker) max_over_time(smg_worker_cb_state[{{ .Values.prometheusRule.alerts.SpecServeFleetNeedsReplicas.window }}]) == 0
-              and on (job, instance, worker) smg_worker_health
+              smg_worker_health == 1
+              and on (job, instance, worker) smg_worker_cb_state == 0
             ))
             or
             group by (namespace) (smg_worker_health) * 0

@@ -1195,14 +1195,17 @@ RECORDING_RULES += (
     ),
     RecordingRule(
         family=FLEET_WORKERS_IN,
+        # Now, not over the window: a worker put back serves at once, and a window of health
+        # before it counts would read a fleet just restored as having no capacity (the
+        # monitoring e2e's worker, back in rotation, made SpecServeFleetNeedsReplicas pend).
+        # The alert's `for` absorbs a blip out.
         expr=_fleet_workers(
-            f"  min_over_time({ROUTER_WORKER_HEALTH}[[[window]]]) == 1\n"
-            f"  and on ({_WORKER}) max_over_time({ROUTER_WORKER_CIRCUIT}[[[window]]]) == 0\n"
-            f"  and on ({_WORKER}) {ROUTER_WORKER_HEALTH}"
+            f"  {ROUTER_WORKER_HEALTH} == 1\n"
+            f"  and on ({_WORKER}) {ROUTER_WORKER_CIRCUIT} == 0"
         ),
-        help="Workers the router has in rotation, per fleet: listed now, healthy with the "
-        "circuit closed at every sample of the rate window. SpecServeFleetNeedsReplicas counts "
-        "no more SGLang servers than these as capacity (no series without a router).",
+        help="Workers the router has in rotation, per fleet: listed, healthy and with the "
+        "circuit closed at the latest sample. SpecServeFleetNeedsReplicas counts no more "
+        "SGLang servers than these as capacity (no series without a router).",
     ),
     RecordingRule(
         family=REPLICA_CAPACITY,

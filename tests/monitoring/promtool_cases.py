@@ -1933,7 +1933,7 @@ ROTATION = {
 RECORDING_CASES.append(
     Case(
         "rotation: a worker counts out once unhealthy (or its circuit open) for the whole "
-        "window, and in again once back; a replica loading its weights and one removed by "
+        "window, and in again as soon as it is back; a replica loading its weights and one removed by "
         "scale-down never count out; two routers listing a worker count it once",
         ROTATION,
         (),
@@ -1948,6 +1948,9 @@ RECORDING_CASES.append(
             (_at(FLEET_WORKERS_OUT), "42m", (({}, 2.0),)),
             # node3 loading (health 0 since 30m) is not out: still node2 and node5.
             (_at(FLEET_WORKERS_OUT), "45m", (({}, 2.0),)),
+            # node2 and node5 back at 50m count in at once (a whole window of health before
+            # they count would read a fleet just restored as short of capacity).
+            (_at(FLEET_WORKERS_IN), "52m", (({}, 5.0),)),
             (_at(FLEET_WORKERS_OUT), "56m", (({}, 0.0),)),
             (_at(FLEET_WORKERS_IN), "56m", (({}, 5.0),)),
             # node4 draining: in rotation 5 minutes ago, so not out.
