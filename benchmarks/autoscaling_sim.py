@@ -23,9 +23,9 @@ The router lists every replica asked for, with health 0 while it loads its weigh
 case: smg's Kubernetes discovery adds a pod only once it is Ready); a replica out of rotation
 (failing its health checks) keeps its pod and serves nothing; a replica asked away leaves the
 list. The autoscaler's metric is the KEDA query's: the load plus the workers out of rotation
-(fleet:specserve_workers_out_of_rotation:count5m, `out_of_rotation` here) at the target, so desired =
-ceil(load / target) + out. Scale-down takes replicas that are not Ready first (out of rotation or
-loading), then the newest, as a ReplicaSet does.
+(fleet:specserve_workers_out_of_rotation:count5m, `out_of_rotation` here) at the target, so
+desired = ceil(load / target) + out. Scale-down takes replicas that are not Ready first (out of
+rotation or loading), then the newest, as a ReplicaSet does.
 """
 
 from __future__ import annotations

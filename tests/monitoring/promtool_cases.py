@@ -1933,8 +1933,8 @@ ROTATION = {
 RECORDING_CASES.append(
     Case(
         "rotation: a worker counts out once unhealthy (or its circuit open) for the whole "
-        "window, and in again as soon as it is back; a replica loading its weights and one removed by "
-        "scale-down never count out; two routers listing a worker count it once",
+        "window, and in again as soon as it is back; a replica loading its weights and one "
+        "removed by scale-down never count out; two routers listing a worker count it once",
         ROTATION,
         (),
         (
