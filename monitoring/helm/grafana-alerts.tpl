@@ -2550,22 +2550,22 @@ groups:
           ) / on (namespace) (
               (
             count by (namespace) (group by (namespace, job, instance, pod) (last_over_time(sglang:num_running_reqs{priority=""}[{{ .Values.prometheusRule.alerts.SpecServeFleetNeedsReplicas.window }}])))
-          ) <= on (namespace) (
+          ) <= on (namespace) ((
             count by (namespace) (group by (namespace, worker) (
               smg_worker_health == 1
               and on (job, instance, worker) smg_worker_cb_state == 0
             ))
             or
             group by (namespace) (smg_worker_health) * 0
-          )
-              or on (namespace) (
+          ) > 0)
+              or on (namespace) ((
             count by (namespace) (group by (namespace, worker) (
               smg_worker_health == 1
               and on (job, instance, worker) smg_worker_cb_state == 0
             ))
             or
             group by (namespace) (smg_worker_health) * 0
-          )
+          ) > 0)
               or on (namespace) (
             count by (namespace) (group by (namespace, job, instance, pod) (last_over_time(sglang:num_running_reqs{priority=""}[{{ .Values.prometheusRule.alerts.SpecServeFleetNeedsReplicas.window }}])))
           )

@@ -1284,14 +1284,17 @@ ALERTS += (
         # settled at 9 replicas for 9.4 replicas' worth never fires. Serving: the SGLang servers
         # reporting, but no more than the router has in rotation where a router is scraped (a
         # server out of rotation reports and serves nothing; one that stopped reporting is out
-        # of both, so the smaller count, not a difference, counts it once).
+        # of both, so the smaller count, not a difference, counts it once). No worker in
+        # rotation (a router whose workers have not passed a health check yet, or every one
+        # out: SpecServeWorkerOutOfRotation's to say) tells nothing of capacity: the servers
+        # reporting count, never a division by 0.
         value_expr=(
             f"ceil([[rule:{FLEET_REPLICA_LOAD}]] / [[max_utilisation]])\n"
             f"and on ({FLEET_BY})\n"
             "(\n"
             f"  [[rule:{FLEET_REPLICA_LOAD}]] / on ({FLEET_BY}) (\n"
-            f"    [[rule:{FLEET_SERVERS}]] <= on ({FLEET_BY}) [[rule:{FLEET_WORKERS_IN}]]\n"
-            f"    or on ({FLEET_BY}) [[rule:{FLEET_WORKERS_IN}]]\n"
+            f"    [[rule:{FLEET_SERVERS}]] <= on ({FLEET_BY}) ([[rule:{FLEET_WORKERS_IN}]] > 0)\n"
+            f"    or on ({FLEET_BY}) ([[rule:{FLEET_WORKERS_IN}]] > 0)\n"
             f"    or on ({FLEET_BY}) [[rule:{FLEET_SERVERS}]]\n"
             "  )\n"
             "  > [[max_utilisation]] * (1 + [[tolerance]])\n"

@@ -1908,6 +1908,15 @@ CASES["SpecServeFleetNeedsReplicas"] = [
          (_at(FLEET_WORKERS_OUT), "45m", (({}, 1.0),)),
          (_rounded(_at(FLEET_REPLICA_LOAD)), "45m", (({}, 0.625),))),
     ),
+    Case(
+        "no worker in rotation (a router whose workers have not passed a health check yet, or "
+        "all out) says nothing of capacity: the servers reporting count, never a division by "
+        "0: 1.25 replicas' worth on the 2 reporting is silent",
+        {**_steady(_capacity_fleet()), **_fleet_worker("node1", "0x80"),
+         **_fleet_worker("node2", "0x80")},
+        (Check("SpecServeFleetNeedsReplicas", "45m"),),
+        ((_at(FLEET_WORKERS_IN), "45m", (({}, 0.0),)), (_at(FLEET_SERVERS), "45m", (({}, 2.0),))),
+    ),
 ]
 
 # The router's rotation over 70 minutes, as the autoscaler and SpecServeFleetNeedsReplicas read
