@@ -1119,8 +1119,8 @@ FLEET_DECODE_TOKENS = "fleet:sglang_gen_throughput:avg"
 FLEET_SERVERS = "fleet:sglang_servers:count"
 REPLICA_CAPACITY = f"fleet:{PREFIX}replica_capacity_tokens_per_second:speculative"
 FLEET_REPLICA_LOAD = f"fleet:{PREFIX}replica_load:ratio"
-FLEET_WORKERS_OUT = "fleet:specserve_workers_out_of_rotation:count"
-FLEET_WORKERS_IN = "fleet:specserve_workers_in_rotation:count"
+FLEET_WORKERS_OUT = f"fleet:{PREFIX}workers_out_of_rotation:count"
+FLEET_WORKERS_IN = f"fleet:{PREFIX}workers_in_rotation:count"
 
 # The router's view of the replicas (smg_worker_health 1/0, smg_worker_cb_state 0 closed, 1 open,
 # 2 half-open; a removed worker's series are gone). A replica out of rotation holds its pod and
@@ -1141,6 +1141,7 @@ def _fleet_workers(selected: str) -> str:
         f"count by ({FLEET_BY}) (group by ({FLEET_BY}, worker) (\n{selected}\n))\n"
         f"or\ngroup by ({FLEET_BY}) ({ROUTER_WORKER_HEALTH}) * 0"
     )
+
 
 RECORDING_RULES += (
     RecordingRule(
