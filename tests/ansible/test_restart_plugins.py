@@ -79,7 +79,14 @@ elif cmd == "stop":
     c["status"], c["pid"], c["pending_restart"] = "exited", 0, False
     save()
 elif cmd == "update":
-    cid, c = find(args[-1]); c["restart"] = "no"; c["pending_restart"] = False; save()
+    cid, c = find(args[-1])
+    if c.get("update_refusals", 0) > 0:  # the engine while a crash-looping process exits
+        c["update_refusals"] -= 1; save()
+        print(f"Error response from daemon: Cannot update container {cid}: "
+              "cannot update a stopped container: unknown")  # stdout: SSH with a TTY
+        sys.stderr.write("Shared connection to localhost closed.\n")
+        sys.exit(1)
+    c["restart"] = "no"; c["pending_restart"] = False; save()
 elif cmd == "rm":
     force = "-f" in args
     ref = args[-1]
@@ -206,6 +213,33 @@ def test_swap_keeps_a_crashed_container_stopped_though_docker_would_restart_it(
     kept = _names(host["state"])["srv-prev-1"]
     assert kept["status"] == "exited" and kept["pid"] == 0 and kept["restart"] == "no", kept
     assert "stopping the old server old100000000 (exited)" in "\n".join(said)
+
+
+def test_swap_tries_the_restart_policy_again_while_the_engine_refuses_it(
+        host: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Docker refuses `update` while a crash-looping container's process exits (CI, bda968e: a
+    rollback failed at "docker update --restart=no failed (exit 1): Shared connection to
+    localhost closed", the engine's reason hidden on stdout). The swap tries again; when the
+    engine never gives in, the failure quotes the engine's own words."""
+    monkeypatch.setattr(swap, "UPDATE_RETRY_S", 0.01)
+    crashed = {**_c("srv", "exited"), "pending_restart": True, "update_refusals": 3}
+    _containers(host["state"], old1=crashed, new1=_c("srv-next", "created"))
+    said: list[str] = []
+    swap.Swap(host["run"], _args(_free_port(), next="srv-next"), said.append)()
+    names = _names(host["state"])
+    assert names["srv-prev-1"]["restart"] == "no" and names["srv-prev-1"]["pid"] == 0, names
+    assert names["srv"]["status"] == "running", names
+    assert "\n".join(said).count("refused (Shared connection to localhost closed. / Error "
+                                  "response from daemon") == 3, said
+
+    _containers(host["state"], old1={**_c("srv", "running"), "update_refusals": 99},
+                new1=_c("srv-next", "created"))
+    with pytest.raises(swap.AnsibleActionFail) as failed:
+        swap.Swap(host["run"], _args(_free_port(), next="srv-next"), lambda _: None)()
+    assert f", {swap.UPDATE_TRIES} tries" in str(failed.value)
+    assert "cannot update a stopped container" in str(failed.value)
+    names = _names(host["state"])
+    assert names["srv"]["status"] == "running" and names["srv-next"]["status"] == "created"
 
 
 def test_swap_does_not_take_an_unanswered_inspect_for_a_gone_server(host: dict) -> None:

@@ -257,3 +257,28 @@ def test_inventories_set_only_declared_settings() -> None:
     unknown = [(path, name) for path, name in _inventory_settings()
                if name not in declared and not name.startswith("ansible_")]
     assert not unknown, unknown
+
+
+def _task_names_with_loop_variables() -> list[tuple[str, str]]:
+    """Tasks whose name reads their loop variable: Ansible renders a name before the loop runs
+    (the task banner), so the name fails to render ("'item' is undefined", a template error
+    every run prints; CI of bda968e had one in the monitoring role)."""
+    found = []
+    paths = [p for role in ROLES for sub in ("tasks", "handlers")
+             for p in sorted((role / sub).glob("*.yml"))]
+    for path in paths + sorted((ROOT / "playbooks").glob("*.yml")):
+        doc = _load(path) or []
+        plays = [doc] if "roles" in path.parts else [
+            [play, *(play.get(k) or [] for k in ("pre_tasks", "tasks", "post_tasks", "handlers"))]
+            for play in doc if isinstance(play, dict)]
+        for task in tasks_in(plays):
+            if "loop" not in task and not any(k.startswith("with_") for k in task):
+                continue
+            loop_var = (task.get("loop_control") or {}).get("loop_var", LoopControl().loop_var)
+            if loop_var in _referenced(str(task.get("name", "")), bare=False):
+                found.append((str(path.relative_to(ROOT)), str(task["name"])))
+    return found
+
+
+def test_no_task_name_reads_its_loop_variable() -> None:
+    assert not _task_names_with_loop_variables()
