@@ -65,13 +65,13 @@ def test_check_names_each_stale_file_and_the_fix(
 ) -> None:
     rules = tree / "monitoring" / "prometheus" / "specserve-rules.yml"
     rules.write_text(rules.read_text().replace("< 1.05", "< 1.5"))
-    (tree / "charts" / "specserve" / "files" / "dashboards" / "specserve.json").unlink()
+    (tree / "charts" / "specserve" / "templates" / "_dashboard.tpl").unlink()
     values = tree / "charts" / "specserve" / "values.yaml"
     values.write_text(values.read_text().replace("disabled: false", "disabled: true", 1))
     expected = [
         "monitoring/prometheus/specserve-rules.yml",
         "charts/specserve/values.yaml",
-        "charts/specserve/files/dashboards/specserve.json",
+        "charts/specserve/templates/_dashboard.tpl",
     ]
     assert sorted(stale(tree)) == sorted(expected)
     assert run(tree, check=True) == 1

@@ -5,7 +5,8 @@ The chart never hand-maintains a copy:
 - templates/prometheusrule.yaml <- monitoring/helm/prometheusrule.yaml (the rules' Helm template)
 - templates/_grafana-alerts.tpl <- monitoring/helm/grafana-alerts.tpl (the Grafana-managed alert
   rules as a named template on the same values, for configmap-grafana.yaml)
-- files/dashboards/specserve.json <- monitoring/grafana
+- templates/_dashboard.tpl      <- monitoring/helm/dashboard.tpl (the dashboard as a named
+  template on the PrometheusRule's values, for configmap-grafana.yaml)
 - values.yaml, between its `# BEGIN/END GENERATED prometheusRule` markers
   <- monitoring/helm/values-prometheusrule.yaml
 - values.schema.json `$defs.profile` and `properties.profile` <- specserve/profile/schema.json
@@ -37,7 +38,7 @@ COPIES: dict[str, str] = {
     f"{CHART}/files/profiles/default.yaml": DEFAULT_PROFILE,
     f"{CHART}/templates/prometheusrule.yaml": "monitoring/helm/prometheusrule.yaml",
     f"{CHART}/templates/_grafana-alerts.tpl": "monitoring/helm/grafana-alerts.tpl",
-    f"{CHART}/files/dashboards/specserve.json": "monitoring/grafana/dashboards/specserve.json",
+    f"{CHART}/templates/_dashboard.tpl": "monitoring/helm/dashboard.tpl",
 }
 
 ReadSource = Callable[[str], str]

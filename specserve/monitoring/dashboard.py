@@ -119,6 +119,8 @@ TOKENS_PER_SECOND = "suffix: tok/s"
 TOKENS = "suffix: tok"
 NEEDS_METRICS = "needs SGLang --enable-metrics"
 NEEDS_DCGM = "needs a DCGM exporter"
+# The alerts the accept-length panel draws a mean for, one per distinct window.
+ACCEPT_LENGTH_ALERTS = ("SpecDecodeDraftsRejected", "SpecDecodeAcceptLengthLow")
 
 
 @dataclass(frozen=True)
@@ -228,7 +230,7 @@ def _state(title: str, queries: list[Query], description: str, width: int = 12) 
 def _accept_length_means(settings: Settings) -> list[Query]:
     """The mean at each accept-length alert's window, labelled with the alerts that use it."""
     users: dict[str, list[str]] = {}
-    for alert in ("SpecDecodeDraftsRejected", "SpecDecodeAcceptLengthLow"):
+    for alert in ACCEPT_LENGTH_ALERTS:
         users.setdefault(_window(settings, alert), []).append(alert)
     # Beside each log-derived mean, SGLang's own (the verify passes' tokens, each request's
     # prefill token left out, / verify calls): what the alerts read where it exists, and what

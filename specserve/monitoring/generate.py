@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from specserve.monitoring.alertmanager import alertmanager_config
 from specserve.monitoring.dashboard import dashboard_json
+from specserve.monitoring.dashboard_helm import dashboard_helm_template
 from specserve.monitoring.dcgm import COPIES, DEPLOYED_PATH, deployed_counters
 from specserve.monitoring.grafana_alerting import (
     DATASOURCE_UID_ENV,
@@ -50,6 +51,8 @@ def artefacts() -> dict[str, Callable[[], str]]:
         # The chart's Grafana-managed alert rules, from the same values as the PrometheusRule.
         "monitoring/helm/grafana-alerts.tpl": grafana_helm_template,
         "monitoring/grafana/dashboards/specserve.json": dashboard_json,
+        # The chart's dashboard, at the PrometheusRule's values (windows, thresholds).
+        "monitoring/helm/dashboard.tpl": dashboard_helm_template,
         "monitoring/grafana/provisioning/datasources/prometheus.yml": _yaml(
             datasource_provisioning, _UID_NOTE
         ),

@@ -147,6 +147,8 @@ def test_the_router_is_scraped_as_the_job_the_rules_and_the_dashboard_select() -
     assert job == rules.ROUTER_JOB
     for alert in ("SpecServeWorkerOutOfRotation", "SpecServeRouterDown"):
         assert values["prometheusRule"]["alerts"][alert]["thresholds"]["job"] == job
-    dashboard = json.loads((CHART / "files" / "dashboards" / "specserve.json").read_text())
+    # The chart's dashboard is this one at the values (tests/helm/test_dashboard_values.py).
+    dashboard = json.loads(
+        (CHART.parents[1] / "monitoring" / "grafana" / "dashboards" / "specserve.json").read_text())
     (variable,) = [v for v in dashboard["templating"]["list"] if v["name"] == "router_job"]
     assert variable["query"] == job
