@@ -118,6 +118,13 @@ def write_profile(
         # The copy lives in a temp dir: make the fixture model paths absolute.
         doc[section]["path"] = str((STANDIN_PROFILE.parent / doc[section]["path"]).resolve())
     doc["server"]["port"] = port
+    # A baseline that knows the server batches: with the profile's one bucket (concurrency 1)
+    # the capacity model reads a server busy with one client as full, so whether
+    # SpecServeFleetNeedsReplicas turned pending in a healthy phase hung on the load
+    # generator's duty cycle (CI of 6ad65ce: pending, 2 replicas). Bucket 8 at 4x bucket 1's
+    # throughput, as a real server batches; bucket 1, what the phases compare with, is unchanged.
+    doc["baseline"]["gen_throughput_tok_s"]["8"] = 4 * float(
+        doc["baseline"]["gen_throughput_tok_s"]["1"])
     doc["logging"] = {"file": str(log), "decode_log_interval": DECODE_LOG_INTERVAL,
                       **(logging_extra or {})}  # fmt: skip
     if api_key_file is not None:
