@@ -282,9 +282,16 @@ def test_interrupted_tune_resumes_ranks_skips_and_applies_best(deployment: Deplo
     report = json.loads((run_dir / "report.json").read_text())
     # Speculation pays here (the model's acceptance 0.6 at concurrency 8): the best speculative
     # point beats no speculation, measured in the same sweep with the same running-request cap.
-    speculative = [r["id"] for r in report["ranked"] if r["speculative"]]
-    assert speculative == _expected_order()
-    assert report["best"]["id"] == "s1-k1-d2"
+    # Ranked by what the sweep measured. The stand-in's model puts s1-k1-d2 12% ahead of
+    # s3-k1-d4 (620 against 545 tok/s), and a loaded 2-core machine once measured them the other
+    # way round (CI of 7f03ed6): the claim is the measured order, and the best applied.
+    assert {r["id"] for r in report["ranked"] if r["speculative"]} == set(_expected_order())
+    measured = [r["tok_s"] for r in report["ranked"]]
+    assert measured == sorted(measured, reverse=True)
+    best = report["ranked"][0]
+    assert best["speculative"], report["ranked"]  # the model's best point: 16% over no-spec
+    assert report["best"]["id"] == best["id"]
+    steps, _, draft = (int(part[1:]) for part in best["id"].split("-"))
     plain = next(r for r in report["ranked"] if not r["speculative"])
     # The bench measured the stand-in, not a figure of its own: near the model's throughput, and
     # below it rather than above, as a loaded machine slows the stand-in (425 tok/s against the
@@ -295,23 +302,24 @@ def test_interrupted_tune_resumes_ranks_skips_and_applies_best(deployment: Deplo
     for row in report["ranked"]:
         assert row["speedup"] == pytest.approx(row["tok_s"] / plain["tok_s"], rel=1e-3)
         assert row["ttft_p99_s"] > 0 and row["itl_p99_s"] > 0  # the client's latency, beside
-    assert report["verdict"].startswith("Speculation pays at concurrency 8: s1-k1-d2 at ")
+    assert report["verdict"].startswith(f"Speculation pays at concurrency 8: {best['id']} at ")
     failed = {r["id"]: r["reason"] for r in report["failed"]}
     assert set(failed) == {"s1-k2-d1"}
     assert "did not become healthy: crashed" in failed["s1-k2-d1"]
     assert {r["id"] for r in report["invalid"]} == {"s1-k1-d4", "s3-k1-d2"}
     markdown = (run_dir / "report.md").read_text()
     assert f"**{report['verdict']}**" in markdown and "stand-in" in markdown
-    assert "| `s1-k1-d2` | " in markdown and "p99 TTFT ms" in markdown
+    assert f"| `{best['id']}` | " in markdown and "p99 TTFT ms" in markdown
     assert "`s1-k2-d1` |" in markdown
     assert (run_dir / "plot.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # Applied: the profile carries the best point and the node runs it, verified.
     drafter = _profile(tuning["profile"])["drafter"]
-    assert (drafter["num_steps"], drafter["eagle_topk"], drafter["num_draft_tokens"]) == (1, 1, 2)
-    assert "applied the best point s1-k1-d2" in run.output
-    _assert_verified_server(deployment, 1, 2)
+    assert (drafter["num_steps"], drafter["eagle_topk"], drafter["num_draft_tokens"]) == (
+        steps, 1, draft)
+    assert f"applied the best point {best['id']}" in run.output
+    _assert_verified_server(deployment, steps, draft)
     metrics = http_get(f"http://127.0.0.1:{deployment.exporter_port}/metrics")
-    assert "specserve_speculative_draft_tokens 2.0" in metrics
+    assert f"specserve_speculative_draft_tokens {draft}.0" in metrics
     assert not any(tuning["profile"].parent.glob(".*specserve-tune*"))
 
 
