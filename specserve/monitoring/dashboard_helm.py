@@ -16,13 +16,14 @@ the template chooses between the two target lists with `eq`.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from typing import Any
 
 from specserve.monitoring.dashboard import ACCEPT_LENGTH_ALERTS, build_dashboard
 from specserve.monitoring.expansion import AlertSettings, default_settings, format_number
-from specserve.monitoring.helm import PROFILE_THRESHOLDS, escape_go_template, threshold_action
+from specserve.monitoring.helm import escape_go_template, profile_threshold, threshold_action
 from specserve.monitoring.rules import ALERTS, WINDOW, Alert
 
 TEMPLATE = "specserve.dashboard"
@@ -38,10 +39,10 @@ def _action(alert: Alert, name: str, default: float | str) -> str:
     """The Helm action of a threshold's value. A profile fact that comes out 0 (the CPU stand-in
     has no GPUs) keeps the rule's default, as the Ansible role keeps it where no DCGM exporter
     is deployed: the alert is left out then, the panel's line is not."""
-    for profile in PROFILE_THRESHOLDS:
-        if (profile.alert, profile.threshold) == (alert.name, name):
-            assert isinstance(default, float)
-            return f"{{{{ int ({profile.action()}) | default {format_number(default)} }}}}"
+    profile = profile_threshold(alert, name)
+    if profile is not None:
+        assert isinstance(default, float)
+        return f"{{{{ int ({profile.action()}) | default {format_number(default)} }}}}"
     return str(threshold_action(alert)(name))
 
 
@@ -55,8 +56,9 @@ class _Values:
         self.numbers: list[str] = []  # sentinel index -> variable
         self.settings: dict[str, AlertSettings] = {}
         for alert in ALERTS:
+            defaults = default_settings(alert)
             thresholds: dict[str, float | str] = {}
-            for name, default in default_settings(alert).thresholds.items():
+            for name, default in defaults.thresholds.items():
                 variable = self._variable(f"{alert.name}_{name}", _action(alert, name, default),
                                           string=isinstance(default, str))
                 if isinstance(default, str):
@@ -68,8 +70,8 @@ class _Values:
             if alert.window is not None:
                 window = self._token(self._variable(
                     f"{alert.name}_window", threshold_action(alert)(WINDOW), string=True))
-            self.settings[alert.name] = AlertSettings(
-                enabled=True, for_=alert.for_, thresholds=thresholds, window=window)
+            self.settings[alert.name] = dataclasses.replace(
+                defaults, thresholds=thresholds, window=window)
 
     def _variable(self, name: str, action: str, *, string: bool) -> str:
         assert action.startswith("{{ ") and action.endswith(" }}"), action
@@ -87,11 +89,8 @@ class _Values:
         """The same settings with the accept-length alerts' windows one token: the values'
         case where the user sets them equal."""
         first, second = ACCEPT_LENGTH_ALERTS
-        out = dict(self.settings)
-        out[second] = AlertSettings(
-            enabled=True, for_=out[second].for_, thresholds=out[second].thresholds,
-            window=out[first].window)
-        return out
+        return {**self.settings, second: dataclasses.replace(
+            self.settings[second], window=self.settings[first].window)}
 
     def header(self, body: str) -> str:
         """The variables `body` reads, each set from its value."""

@@ -80,7 +80,7 @@ PROFILE_THRESHOLDS: tuple[ProfileThreshold, ...] = (
 )
 
 
-def _profile_threshold(alert: Alert, name: str) -> ProfileThreshold | None:
+def profile_threshold(alert: Alert, name: str) -> ProfileThreshold | None:
     for item in PROFILE_THRESHOLDS:
         if (item.alert, item.threshold) == (alert.name, name):
             return item
@@ -94,7 +94,7 @@ def threshold_action(alert: Alert) -> Any:
                 raise KeyError(f"alert {alert.name} has no window")
             return "{{ " + f"{_alert_values(alert)}.window" + " }}"
         alert.threshold(name)  # unknown names fail here, at generation time
-        profile = _profile_threshold(alert, name)
+        profile = profile_threshold(alert, name)
         if profile is not None:
             return "{{ " + profile.action() + " }}"
         return "{{ " + f"{_alert_values(alert)}.thresholds.{name}" + " }}"
@@ -286,7 +286,7 @@ def helm_values() -> dict[str, Any]:
         if alert.window is not None:
             settings["window"] = alert.window
         settings["thresholds"] = {
-            item.name: None if _profile_threshold(alert, item.name) else item.default
+            item.name: None if profile_threshold(alert, item.name) else item.default
             for item in alert.thresholds
         }
         alerts[alert.name] = settings
